@@ -1,0 +1,258 @@
+/*
+ * alloc.c — slow paths and the less frequent entry points (see alloc.h).
+ */
+#include "alloc.h"
+#include "foreign.h"
+#include "front.h"
+#include "heap.h"
+#include "init.h"
+#include "large.h"
+#include "options.h"
+#include "os.h"
+#include "ownmap.h"
+#include "remote.h"
+#include "sizeclass.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* First call of the process or thread, sizes above 1 KiB, or an empty
+ * current slab. */
+void *hak_alloc_slow(size_t size) {
+  hak_ensure_init();
+  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_malloc(size);
+  hak_heap_t *h = hak_front.heap;
+  if (HAK_UNLIKELY(h == NULL)) {
+    h = heap_thread_init();
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
+    unsigned cls = sc_of(size);
+    hak_slab_t *s = h->cur[cls];
+    hak_block_t *b = s->free;
+    if (HAK_LIKELY(b != NULL)) {
+      s->free = b->next;
+      s->used++;
+      return b;
+    }
+    return heap_alloc_refill(h, cls);
+  }
+  return large_alloc(size, HAK_MIN_ALIGN, NULL);
+}
+
+/* A block of class cls (aligned allocation picks the class itself). */
+static void *alloc_class(unsigned cls) {
+  hak_heap_t *h = hak_front.heap;
+  if (HAK_UNLIKELY(h == NULL)) {
+    h = heap_thread_init();
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  hak_slab_t *s = h->cur[cls];
+  hak_block_t *b = s->free;
+  if (b != NULL) {
+    s->free = b->next;
+    s->used++;
+    return b;
+  }
+  return heap_alloc_refill(h, cls);
+}
+
+#if HAK_DEBUG
+void hak_debug_check_free(hak_slab_t *s, void *p) {
+  uint8_t *u = p;
+  HAK_ASSERT(u >= s->area && u < s->area + (size_t)s->carved * s->bsize);
+  HAK_ASSERT((size_t)(u - s->area) % s->bsize == 0);
+  unsigned n = 0;
+  for (hak_block_t *b = s->free; b != NULL && n < 4096; b = b->next, n++)
+    if (b == p) hak_report_invalid("free (double free)", p);
+}
+#endif
+
+void hak_slab_emptied(hak_slab_t *s) { heap_slab_emptied(hak_front.heap, s); }
+
+/* A slab block is valid if it lies in the carved part of a slab in use.
+ * (Block-boundary checks need a division; the debug build does them.) */
+static bool slab_block_plausible(const hak_slab_t *s, uintptr_t owner, const void *p) {
+  const uint8_t *u = p;
+  if (owner == OWNER_UNUSED) return false;
+  return u >= s->area && u < s->area + (size_t)s->carved * s->bsize;
+}
+
+static void free_small_slow(void *p, unsigned shift, const char *call) {
+  hak_slab_t *s = ss_slab_of(p, shift);
+  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  if (HAK_UNLIKELY(!slab_block_plausible(s, owner, p))) {
+    hak_report_invalid(call, p);
+    return;
+  }
+#if HAK_DEBUG
+  HAK_ASSERT((size_t)((uint8_t *)p - s->area) % s->bsize == 0);
+#endif
+  hak_heap_t *h = hak_front.heap;
+  if (h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)
+    heap_free_local(h, s, p, owner);
+  else
+    remote_free(s, p);
+}
+
+static void free_any(void *p, const char *call) {
+  if (p == NULL) return;
+  unsigned v = ownmap_get(p);
+  if (v >= HAK_SMALL_SLAB_SHIFT)
+    free_small_slow(p, v, call);
+  else if (v != OWN_NONE)
+    large_free(p, v, call);
+  else
+    foreign_free(p); /* not ours: glibc's (or the bypass) */
+}
+
+void hak_free_slow(void *p) { free_any(p, "free"); }
+
+void hak_free_sized_impl(void *p, size_t size) {
+  if (!HAK_DEBUG) {
+    (void)size;
+    front_free(p);
+    return;
+  }
+  if (p != NULL && ownmap_get(p) != OWN_NONE) {
+    size_t usable = hak_usable_size_impl(p);
+    if (HAK_UNLIKELY(size > usable)) {
+      hak_report_invalid("free_sized (size larger than the block)", p);
+      return;
+    }
+  }
+  free_any(p, "free_sized");
+}
+
+void *hak_calloc_impl(size_t n, size_t size) {
+  size_t total;
+  if (HAK_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total <= HAK_SMALL_MAX) {
+    void *p = front_malloc(total);
+    if (p != NULL) memset(p, 0, total);
+    return p;
+  }
+  hak_ensure_init();
+  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_calloc(n, size);
+  bool zeroed = false;
+  void *p = large_alloc(total, HAK_MIN_ALIGN, &zeroed);
+  if (p != NULL && !zeroed) memset(p, 0, total);
+  return p;
+}
+
+size_t hak_usable_size_impl(const void *p) {
+  if (p == NULL) return 0;
+  unsigned v = ownmap_get(p);
+  if (v >= HAK_SMALL_SLAB_SHIFT) return ss_slab_of(p, v)->bsize;
+  if (v != OWN_NONE) return large_usable_size(p, v);
+  return foreign_usable_size((void *)p);
+}
+
+void *hak_realloc_impl(void *p, size_t size) {
+  if (p == NULL) return front_malloc(size);
+  if (size == 0) {
+    /* glibc's choice: free and return NULL. */
+    free_any(p, "realloc");
+    return NULL;
+  }
+  unsigned v = ownmap_get(p);
+  if (v == OWN_NONE) return foreign_realloc(p, size); /* glibc's block stays glibc's */
+  size_t old;
+  if (v >= HAK_SMALL_SLAB_SHIFT) {
+    hak_slab_t *s = ss_slab_of(p, v);
+    uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (!slab_block_plausible(s, owner, p)) {
+      hak_report_invalid("realloc", p);
+      return NULL;
+    }
+    old = s->bsize;
+    /* In place while the block is big enough and not more than twice the
+     * request (shrinking further moves to a smaller class). */
+    if (size <= old && (size > old / 2 || old <= 16)) return p;
+  } else {
+    void *q = large_realloc(p, v, size);
+    if (q != NULL) return q;
+    old = large_usable_size(p, v);
+    if (old == 0) return NULL; /* invalid, already reported */
+  }
+  void *n = front_malloc(size);
+  if (n == NULL) return NULL;
+  memcpy(n, p, old < size ? old : size);
+  free_any(p, "realloc");
+  return n;
+}
+
+void *hak_reallocarray_impl(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_realloc_impl(p, total);
+}
+
+void *hak_aligned_impl(size_t align, size_t size) {
+  if (align <= HAK_MIN_ALIGN) return front_malloc(size);
+  hak_ensure_init();
+  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_memalign(align, size);
+  if (size <= HAK_SMALL_MAX && align <= HAK_SMALL_MAX) {
+    /* Slabs start slab-aligned, so a class whose block size is a multiple
+     * of align has every block aligned; the power-of-two class at
+     * max(size, align) always qualifies, so waste stays below the
+     * alignment or the size, whichever is larger. */
+    unsigned cls = sc_of(size > align ? size : align);
+    while (sc_size[cls] & (align - 1)) cls++;
+    return alloc_class(cls);
+  }
+  return large_alloc(size, align, NULL);
+}
+
+int hak_posix_memalign_impl(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+  int saved = errno;
+  void *p = hak_aligned_impl(align, size);
+  errno = saved;
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void *hak_aligned_alloc_impl(size_t align, size_t size) {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return hak_aligned_impl(align, size);
+}
+
+void *hak_valloc_impl(size_t size) {
+  hak_ensure_init();
+  return hak_aligned_impl(os_page_size, size);
+}
+
+void *hak_pvalloc_impl(size_t size) {
+  hak_ensure_init();
+  size_t page = os_page_size;
+  if (size > SIZE_MAX - page) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_aligned_impl(page, size == 0 ? page : hak_align_up(size, page));
+}
+
+void hak_collect_impl(bool force) {
+  hak_ensure_init();
+  if (hak_opt.force_libc) return;
+  heap_collect(force);
+  large_purge(os_now_ms(), force);
+  if (force) ss_purge_cache(os_now_ms(), true);
+}

@@ -1,0 +1,78 @@
+/*
+ * api.c — the public hak_ functions (include/hakmem.h).
+ *
+ * Owns: the exported hak_ names. Each is the fast path from front.h inlined,
+ * or a call into alloc.c. override.c compiles this same file with
+ * HAK_WITH_OVERRIDE and adds the C library's names as aliases of these
+ * functions, so malloc and hak_malloc are one body.
+ * May call: front, alloc, init, ownmap.
+ */
+#include "hakmem.h"
+
+#include "alloc.h"
+#include "front.h"
+#include "init.h"
+#include "ownmap.h"
+
+HAK_EXPORT void *hak_malloc(size_t size) { return front_malloc(size); }
+HAK_EXPORT void hak_free(void *p) { front_free(p); }
+HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return hak_calloc_impl(n, size); }
+HAK_EXPORT void *hak_realloc(void *p, size_t size) { return hak_realloc_impl(p, size); }
+HAK_EXPORT void *hak_reallocarray(void *p, size_t n, size_t size) {
+  return hak_reallocarray_impl(p, n, size);
+}
+HAK_EXPORT void hak_free_sized(void *p, size_t size) { hak_free_sized_impl(p, size); }
+HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align;
+  hak_free_sized_impl(p, size);
+}
+HAK_EXPORT void *hak_aligned_alloc(size_t align, size_t size) {
+  return hak_aligned_alloc_impl(align, size);
+}
+HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return hak_aligned_alloc_impl(align, size); }
+HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t size) {
+  return hak_posix_memalign_impl(out, align, size);
+}
+HAK_EXPORT void *hak_valloc(size_t size) { return hak_valloc_impl(size); }
+HAK_EXPORT void *hak_pvalloc(size_t size) { return hak_pvalloc_impl(size); }
+HAK_EXPORT size_t hak_usable_size(const void *p) { return hak_usable_size_impl(p); }
+HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
+HAK_EXPORT void hak_collect(int force) { hak_collect_impl(force != 0); }
+
+#define HAK_STR2(x) #x
+#define HAK_STR(x) HAK_STR2(x)
+#if HAK_DEBUG
+#define HAK_FLAVOUR " debug"
+#else
+#define HAK_FLAVOUR " release"
+#endif
+HAK_EXPORT const char *hak_version(void) {
+  return HAK_STR(HAKMEM_VERSION_MAJOR) "." HAK_STR(HAKMEM_VERSION_MINOR) "." HAK_STR(
+      HAKMEM_VERSION_PATCH) HAK_FLAVOUR;
+}
+
+/* Hidden entry points for the C++ operators (no PLT hop inside the .so). */
+extern __typeof__(hak_malloc) hak_internal_malloc __attribute__((alias("hak_malloc"), copy(hak_malloc)));
+extern __typeof__(hak_free) hak_internal_free __attribute__((alias("hak_free")));
+void *hak_internal_aligned(size_t align, size_t size);
+void *hak_internal_aligned(size_t align, size_t size) { return hak_aligned_impl(align, size); }
+
+#ifdef HAK_WITH_OVERRIDE
+/* The C library's names, as aliases of the functions above. */
+#define HAK_ALIAS(name, target) \
+  extern __typeof__(target) name __attribute__((alias(#target), copy(target), visibility("default")))
+HAK_ALIAS(malloc, hak_malloc);
+HAK_ALIAS(free, hak_free);
+HAK_ALIAS(calloc, hak_calloc);
+HAK_ALIAS(realloc, hak_realloc);
+HAK_ALIAS(reallocarray, hak_reallocarray);
+HAK_ALIAS(free_sized, hak_free_sized);
+HAK_ALIAS(free_aligned_sized, hak_free_aligned_sized);
+HAK_ALIAS(aligned_alloc, hak_aligned_alloc);
+HAK_ALIAS(memalign, hak_memalign);
+HAK_ALIAS(posix_memalign, hak_posix_memalign);
+HAK_ALIAS(valloc, hak_valloc);
+HAK_ALIAS(pvalloc, hak_pvalloc);
+HAK_ALIAS(malloc_usable_size, hak_usable_size);
+HAK_ALIAS(cfree, hak_free);
+#endif

@@ -1,0 +1,74 @@
+/*
+ * foreign.c — the next allocator (see foreign.h).
+ *
+ * glibc exports its allocator under __libc_malloc & co., which lets us reach
+ * it without dlsym (dlsym may itself allocate). Weak references keep the
+ * library loadable on a C library without them; then RTLD_NEXT is used.
+ */
+#include "foreign.h"
+#include "options.h"
+#include "os.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+extern void *__libc_malloc(size_t) __attribute__((weak));
+extern void *__libc_calloc(size_t, size_t) __attribute__((weak));
+extern void *__libc_realloc(void *, size_t) __attribute__((weak));
+extern void *__libc_memalign(size_t, size_t) __attribute__((weak));
+extern void __libc_free(void *) __attribute__((weak));
+
+static void *foreign_sym(const char *name) {
+  void *f = dlsym(RTLD_NEXT, name);
+  if (f == NULL) {
+    os_write_err("hakmem: no next allocator for ");
+    os_write_err(name);
+    os_write_err("\n");
+    abort();
+  }
+  return f;
+}
+
+void *foreign_malloc(size_t size) {
+  if (__libc_malloc) return __libc_malloc(size);
+  return ((void *(*)(size_t))foreign_sym("malloc"))(size);
+}
+void *foreign_calloc(size_t n, size_t size) {
+  if (__libc_calloc) return __libc_calloc(n, size);
+  return ((void *(*)(size_t, size_t))foreign_sym("calloc"))(n, size);
+}
+void *foreign_realloc(void *p, size_t size) {
+  if (__libc_realloc) return __libc_realloc(p, size);
+  return ((void *(*)(void *, size_t))foreign_sym("realloc"))(p, size);
+}
+void *foreign_memalign(size_t align, size_t size) {
+  if (__libc_memalign) return __libc_memalign(align, size);
+  return ((void *(*)(size_t, size_t))foreign_sym("memalign"))(align, size);
+}
+void foreign_free(void *p) {
+  if (p == NULL) return;
+  if (__libc_free) {
+    __libc_free(p);
+    return;
+  }
+  ((void (*)(void *))foreign_sym("free"))(p);
+}
+
+size_t foreign_usable_size(void *p) {
+  static size_t (*next)(void *);
+  if (p == NULL) return 0;
+  if (next == NULL) next = (size_t(*)(void *))foreign_sym("malloc_usable_size");
+  return next(p);
+}
+
+void hak_report_invalid(const char *call, const void *p) {
+  if (hak_opt.on_error == HAK_ON_ERROR_IGNORE) return;
+  char buf[32];
+  os_fmt_hex(buf, (uintptr_t)p);
+  os_write_err("hakmem: ");
+  os_write_err(call);
+  os_write_err("(): invalid pointer ");
+  os_write_err(buf);
+  os_write_err("\n");
+  if (hak_opt.on_error == HAK_ON_ERROR_ABORT) abort();
+}

@@ -1,0 +1,26 @@
+/*
+ * foreign.h — memory that is not hakmem's, and reporting misuse.
+ *
+ * Owns: forwarding to the allocator that was there before hakmem (glibc's
+ * __libc_* entry points, or dlsym(RTLD_NEXT) where those are missing), used
+ * by HAKMEM_FORCE_LIBC_ALLOC and for pointers hakmem does not own; and the
+ * error report for invalid pointers. Promises: never allocates from hakmem;
+ * reports are written with write(2), never stdio.
+ * May call: os, options, the C library's allocator.
+ */
+#ifndef HAK_FOREIGN_H
+#define HAK_FOREIGN_H
+
+#include "internal.h"
+
+void *foreign_malloc(size_t size);
+void *foreign_calloc(size_t n, size_t size);
+void *foreign_realloc(void *p, size_t size);
+void *foreign_memalign(size_t align, size_t size);
+void foreign_free(void *p);
+size_t foreign_usable_size(void *p);
+
+/* "hakmem: <call>(): invalid pointer 0x..." then HAKMEM_ON_ERROR. */
+void hak_report_invalid(const char *call, const void *p);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * front.h — the hot paths of malloc and free, inlined into each entry point.
+ *
+ * Owns: nothing; reads the thread's front (heap.h) and the ownership map.
+ * Promises: malloc of 0..1024 bytes on a cache hit is one load of the direct
+ * table, one test and a pop; free of a block whose slab belongs to the
+ * calling thread is one map load, one owner test and a push. No locks, no
+ * atomic read-modify-writes, no option reads, no counters. Everything else
+ * is a call into a noinline function in alloc.c.
+ * May call: alloc.c's slow paths.
+ */
+#ifndef HAK_FRONT_H
+#define HAK_FRONT_H
+
+#include "heap.h"
+#include "ownmap.h"
+#include "superslab.h"
+
+void *hak_alloc_slow(size_t size) HAK_NOINLINE;
+void hak_free_slow(void *p) HAK_NOINLINE;
+void hak_slab_emptied(hak_slab_t *s) HAK_NOINLINE;
+#if HAK_DEBUG
+void hak_debug_check_free(hak_slab_t *s, void *p) HAK_NOINLINE;
+#endif
+
+HAK_INLINE void *front_malloc(size_t size) {
+  /* Sizes above 1 KiB select the last bucket, which always holds the empty
+   * sentinel: the size test costs no branch of its own. */
+  size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
+  hak_slab_t *s = hak_front.direct[bucket];
+  hak_block_t *b = s->free;
+  if (HAK_LIKELY(b != NULL)) {
+    s->free = b->next;
+    s->used++;
+    return b;
+  }
+  return hak_alloc_slow(size);
+}
+
+HAK_INLINE void front_free(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  unsigned shift = hak_ownmap[ownmap_index(a)];
+  if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
+    hak_slab_t *s = ss_slab_of(p, shift);
+    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) ==
+                   (uintptr_t)hak_front.heap)) {
+#if HAK_DEBUG
+      hak_debug_check_free(s, p);
+#endif
+      hak_block_t *b = p;
+      b->next = s->free;
+      s->free = b;
+      if (HAK_UNLIKELY(--s->used == 0)) hak_slab_emptied(s);
+      return;
+    }
+  }
+  hak_free_slow(p);
+}
+
+#endif

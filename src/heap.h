@@ -1,0 +1,58 @@
+/*
+ * heap.h — the per-thread heap and its thread-local front.
+ *
+ * Owns: hak_front (initial-exec TLS: the direct table malloc's fast path
+ * reads, and the heap pointer free's fast path compares with a slab's
+ * owner); the heap structs (pooled, never unmapped, so a stale pointer held
+ * by a remote freer stays valid); each heap's current slab per class, partial
+ * lists, owned superslabs, and the thread start/exit protocol (abandon on
+ * exit, adopt abandoned superslabs when a slab is needed).
+ * Promises: only the owning thread touches a heap's lists and its slabs'
+ * free lists; everything here except the inline accessors is cold.
+ * May call: superslab, remote, sizeclass, os, options.
+ */
+#ifndef HAK_HEAP_H
+#define HAK_HEAP_H
+
+#include "internal.h"
+#include "superslab.h"
+
+#define HEAP_DELAYED_CLOSED ((uintptr_t)1)
+
+typedef struct hak_heap {
+  hak_slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
+  hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class */
+  hak_superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
+  hak_superslab_t *ss_tail[SS_KINDS];
+  _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
+  uint64_t next_purge_ms;
+  uint32_t tick;
+  bool has_dirty;                    /* some owned superslab has dirty free slabs */
+  struct hak_heap *pool_next;
+} hak_heap_t;
+
+typedef struct hak_front {
+  hak_slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &hak_empty_slab when none */
+  hak_heap_t *heap;                 /* NULL until the thread's first slow call */
+} hak_front_t;
+
+extern HAK_TLS hak_front_t hak_front;
+extern hak_slab_t hak_empty_slab;
+
+void heap_process_init(void);
+hak_heap_t *heap_thread_init(void);
+/* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
+void *heap_alloc_refill(hak_heap_t *h, unsigned cls);
+/* A block of a slab owned by h, freed by h's thread, that the fast path did
+ * not take (slab full) — owner is the value read from s->owner. */
+void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner);
+/* The fast path emptied a (non-full) slab of h. */
+void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s);
+/* Purge idle memory of the calling thread's heap now. */
+void heap_collect(bool force);
+
+void heap_lock_all(void);
+void heap_unlock_all(void);
+void heap_reset_locks(void);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * init.c — process initialisation and fork safety (see init.h).
+ */
+#include "init.h"
+#include "heap.h"
+#include "large.h"
+#include "options.h"
+#include "os.h"
+#include "sizeclass.h"
+#include "superslab.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+_Atomic int hak_init_state;
+
+/* fork: hold every global lock across the fork so the child inherits
+ * consistent lists, then reset them in the child (only the forking thread
+ * survives there; other threads' heaps simply stay owned by no one alive,
+ * their blocks freed in the child go to the slabs' remote lists). */
+static void hak_fork_prepare(void) {
+  heap_lock_all();
+  ss_lock_all();
+  large_lock_all();
+}
+static void hak_fork_parent(void) {
+  large_unlock_all();
+  ss_unlock_all();
+  heap_unlock_all();
+}
+static void hak_fork_child(void) {
+  large_reset_locks();
+  ss_reset_locks();
+  heap_reset_locks();
+}
+
+void hak_process_init_slow(void) {
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&hak_init_state, &expect, 1)) {
+    os_init();
+    options_init();
+    sc_init();
+    heap_process_init();
+    atomic_store_explicit(&hak_init_state, 2, memory_order_release);
+    /* pthread_atfork may allocate: only now, when malloc works. */
+    if (!hak_opt.force_libc) pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
+    return;
+  }
+  /* Another thread is initialising; it never allocates while doing so, so
+   * this cannot be our own recursion. */
+  while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
+}

@@ -1,0 +1,25 @@
+/*
+ * init.h — process start-up and fork.
+ *
+ * Owns: the one-time initialisation (options, classes, thread key), which
+ * runs lazily inside the first call that reaches a slow path — from the
+ * dynamic loader, a constructor or main alike — and the pthread_atfork
+ * handlers. Promises: nothing before "ready" allocates or uses stdio;
+ * concurrent first calls wait for the one initialiser.
+ * May call: os, options, sizeclass, heap, superslab, large.
+ */
+#ifndef HAK_INIT_H
+#define HAK_INIT_H
+
+#include "internal.h"
+
+extern _Atomic int hak_init_state; /* 0 none, 1 running, 2 ready */
+
+void hak_process_init_slow(void);
+
+HAK_INLINE void hak_ensure_init(void) {
+  if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2))
+    hak_process_init_slow();
+}
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * internal.h — compiler macros, layout constants and the debug-check macro
+ * shared by every hakmem component.
+ *
+ * Owns: nothing at run time. Promises: constants that fix the memory layout
+ * (superslab = 4 MiB naturally aligned region, slab sizes, class count).
+ * May call: nothing.
+ */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_INLINE      static inline __attribute__((always_inline))
+#define HAK_EXPORT      __attribute__((visibility("default")))
+#define HAK_TLS         __thread __attribute__((tls_model("initial-exec")))
+
+/* A superslab (and every hakmem mapping) starts on a 4 MiB boundary; the
+ * ownership map has one byte per 4 MiB of address space. */
+#define HAK_SS_SHIFT      22
+#define HAK_SS_SIZE       ((size_t)1 << HAK_SS_SHIFT)
+#define HAK_SS_MASK       (HAK_SS_SIZE - 1)
+
+/* Small superslabs hold 64 KiB slabs (classes up to 8 KiB, >= 8 blocks per
+ * slab); medium superslabs hold 512 KiB slabs (classes up to 64 KiB). Slab 0
+ * of each superslab holds the header, so its blocks start slab-aligned. */
+#define HAK_SMALL_SLAB_SHIFT  16
+#define HAK_MEDIUM_SLAB_SHIFT 19
+#define HAK_MAX_SLABS         64
+
+#define HAK_NCLASS        44            /* 16 B .. 64 KiB */
+#define HAK_SMALL_MAX     ((size_t)65536)
+#define HAK_FAST_MAX      ((size_t)1024) /* served by the per-thread direct table */
+#define HAK_DIRECT_N      66            /* buckets 0..64 for sizes 0..1024, 65 = "not here" */
+#define HAK_MIN_ALIGN     16
+
+/* Layout constant for page-granular work; the real page size is checked at
+ * start-up (os_init) and must not exceed it for the slab layout. */
+#define HAK_PAGE_MAX      ((size_t)65536)
+
+#if defined(HAKMEM_DEBUG) && HAKMEM_DEBUG
+#define HAK_DEBUG 1
+void hak_assert_fail(const char *expr, const char *file, int line);
+#define HAK_ASSERT(e) ((e) ? (void)0 : hak_assert_fail(#e, __FILE__, __LINE__))
+#else
+#define HAK_DEBUG 0
+#define HAK_ASSERT(e) ((void)0)
+#endif
+
+HAK_INLINE size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * large.h — blocks above the largest size class (64 KiB).
+ *
+ * Owns: dedicated 4 MiB-aligned mappings, one per block, a 64-byte header
+ * just below each user pointer, and a small bounded cache of freed mappings.
+ * Promises: the user pointer lies in a region the ownership map marks
+ * OWN_LARGE (or OWN_LARGE_FAR for alignments >= 4 MiB); freeing returns the
+ * mapping to the cache or to the OS (munmap); realloc resizes with mremap,
+ * moving pages instead of copying them. May call: os, ownmap, options.
+ */
+#ifndef HAK_LARGE_H
+#define HAK_LARGE_H
+
+#include "internal.h"
+
+/* align: power of two >= 16. *zeroed (if non-NULL) tells whether the
+ * memory is known to be zero (fresh from the OS). NULL + ENOMEM on failure. */
+void *large_alloc(size_t size, size_t align, bool *zeroed);
+/* v: the ownership-map value of p. Reports and returns on an invalid p. */
+void large_free(void *p, unsigned v, const char *call);
+/* Resize in place or by moving pages; NULL if the caller should move the
+ * block itself (new size better served by a size class, or mremap failed). */
+void *large_realloc(void *p, unsigned v, size_t size);
+size_t large_usable_size(const void *p, unsigned v);
+/* Unmap cached mappings idle for the purge delay (all if force). */
+void large_purge(uint64_t now_ms, bool force);
+
+void large_lock_all(void);
+void large_unlock_all(void);
+void large_reset_locks(void);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * os.c — the kernel interface: mappings, decommit, clock, stderr.
+ *
+ * Owns: all mmap/munmap/mremap/madvise calls of the allocator (nothing else
+ * in hakmem calls them) and the OS-level counters. Promises: failures return
+ * NULL/false with no side effect; aligned mappings are trimmed so that only
+ * [base, base+size) stays mapped. May call: libc syscall wrappers.
+ */
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+os_stats_t os_stats;
+size_t os_page_size = 4096;
+
+/* Where the next aligned mapping is attempted first: Linux hands out
+ * addresses top-down, so asking just below the previous aligned mapping
+ * usually yields an aligned range at the cost of one mmap. */
+static _Atomic uintptr_t os_hint;
+
+void os_init(void) {
+  long ps = sysconf(_SC_PAGESIZE);
+  if (ps > 0 && (size_t)ps <= HAK_PAGE_MAX) os_page_size = (size_t)ps;
+}
+
+static void os_account_bytes(size_t size) {
+  size_t now = atomic_fetch_add_explicit(&os_stats.mapped, size, memory_order_relaxed) + size;
+  size_t peak = atomic_load_explicit(&os_stats.mapped_peak, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&os_stats.mapped_peak, &peak, now,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void *os_mmap_raw(void *hint, size_t size) {
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  atomic_fetch_add_explicit(&os_stats.mmap_calls, 1, memory_order_relaxed);
+  if (p == MAP_FAILED) return NULL;
+  os_account_bytes(size);
+  return p;
+}
+
+static void os_munmap_raw(void *p, size_t size) {
+  if (size == 0) return;
+  int saved = errno;
+  munmap(p, size);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.munmap_calls, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&os_stats.mapped, size, memory_order_relaxed);
+}
+
+void *os_map(size_t size) {
+  int saved = errno;
+  void *p = os_mmap_raw(NULL, size);
+  errno = saved;
+  return p;
+}
+
+void *os_map_aligned(size_t size, size_t align) {
+  int saved = errno;
+  if (size + align < size) return NULL;
+  uintptr_t hint = atomic_load_explicit(&os_hint, memory_order_relaxed);
+  if (hint > size + align) {
+    uintptr_t want = (hint - size) & ~(uintptr_t)(align - 1);
+    void *p = os_mmap_raw((void *)want, size);
+    if (p != NULL) {
+      if (((uintptr_t)p & (align - 1)) == 0) {
+        atomic_store_explicit(&os_hint, (uintptr_t)p, memory_order_relaxed);
+        errno = saved;
+        return p;
+      }
+      os_munmap_raw(p, size);
+    }
+  }
+  /* Over-map by the alignment and trim both ends. */
+  char *raw = os_mmap_raw(NULL, size + align);
+  if (raw == NULL) {
+    errno = saved;
+    return NULL;
+  }
+  uintptr_t base = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = base - (uintptr_t)raw;
+  size_t tail = align - head;
+  if (head) os_munmap_raw(raw, head);
+  if (tail) os_munmap_raw((char *)base + size, tail);
+  atomic_store_explicit(&os_hint, base, memory_order_relaxed);
+  errno = saved;
+  return (void *)base;
+}
+
+void os_unmap(void *p, size_t size) { os_munmap_raw(p, size); }
+
+void os_decommit(void *p, size_t size) {
+  if (size == 0) return;
+  int saved = errno;
+  madvise(p, size, MADV_DONTNEED);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.madvise_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_stats.purged, size, memory_order_relaxed);
+}
+
+bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
+  int saved = errno;
+  void *r = mremap(p, old_size, new_size, 0);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.mremap_calls, 1, memory_order_relaxed);
+  if (r == MAP_FAILED) return false;
+  if (new_size > old_size)
+    os_account_bytes(new_size - old_size);
+  else
+    atomic_fetch_sub_explicit(&os_stats.mapped, old_size - new_size, memory_order_relaxed);
+  return true;
+}
+
+bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target) {
+  int saved = errno;
+  void *r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.mremap_calls, 1, memory_order_relaxed);
+  if (r == MAP_FAILED) return false;
+  /* target's own mapping (new_size) was replaced; the old range is gone. */
+  atomic_fetch_sub_explicit(&os_stats.mapped, old_size, memory_order_relaxed);
+  return true;
+}
+
+uint64_t os_now_ms(void) {
+  struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+#else
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void os_write_err(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(2, s, n);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return;
+    }
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+char *os_fmt_hex(char *buf, uintptr_t v) {
+  static const char digits[] = "0123456789abcdef";
+  char tmp[2 * sizeof(uintptr_t)];
+  int n = 0;
+  do {
+    tmp[n++] = digits[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  *buf++ = '0';
+  *buf++ = 'x';
+  while (n > 0) *buf++ = tmp[--n];
+  *buf = 0;
+  return buf;
+}
+
+char *os_fmt_dec(char *buf, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *buf++ = tmp[--n];
+  *buf = 0;
+  return buf;
+}
+
+bool os_random(void *buf, size_t n) {
+  return getrandom(buf, n, GRND_NONBLOCK) == (ssize_t)n;
+}
+
+#if HAK_DEBUG
+void hak_assert_fail(const char *expr, const char *file, int line) {
+  char num[24];
+  os_fmt_dec(num, (uint64_t)line);
+  os_write_err("hakmem: internal check failed: ");
+  os_write_err(expr);
+  os_write_err(" at ");
+  os_write_err(file);
+  os_write_err(":");
+  os_write_err(num);
+  os_write_err("\n");
+  __builtin_trap();
+}
+#endif

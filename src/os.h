@@ -1,0 +1,50 @@
+/*
+ * os.h — the only door to the kernel's memory calls.
+ *
+ * Owns: every mmap, munmap, mremap and madvise hakmem makes, the page size,
+ * the monotonic clock and raw writes to stderr (never stdio, which may
+ * allocate). Promises: functions return NULL / false on failure and never
+ * allocate; counters of calls and bytes are kept here (cold path only).
+ * May call: libc system-call wrappers only.
+ */
+#ifndef HAK_OS_H
+#define HAK_OS_H
+
+#include "internal.h"
+
+typedef struct os_stats {
+  _Atomic size_t mapped;        /* bytes currently mapped */
+  _Atomic size_t mapped_peak;
+  _Atomic size_t mmap_calls;
+  _Atomic size_t munmap_calls;
+  _Atomic size_t madvise_calls;
+  _Atomic size_t mremap_calls;
+  _Atomic size_t purged;        /* bytes handed back with madvise */
+} os_stats_t;
+
+extern os_stats_t os_stats;
+extern size_t os_page_size;
+
+void os_init(void);
+/* Anonymous read-write mapping of size bytes (page multiple). */
+void *os_map(size_t size);
+/* Mapping of size bytes whose base is a multiple of align (power of two,
+ * >= page size). */
+void *os_map_aligned(size_t size, size_t align);
+void os_unmap(void *p, size_t size);
+/* Give the pages back; they read as zero when touched again. */
+void os_decommit(void *p, size_t size);
+/* Resize a mapping without moving it. */
+bool os_remap_inplace(void *p, size_t old_size, size_t new_size);
+/* Move a mapping onto target (a mapping of new_size obtained from
+ * os_map_aligned, which it replaces). */
+bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target);
+uint64_t os_now_ms(void);
+void os_write_err(const char *s);
+/* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
+char *os_fmt_hex(char *buf, uintptr_t v);
+char *os_fmt_dec(char *buf, uint64_t v);
+/* Nonzero bytes from the kernel (for keys); false if unavailable. */
+bool os_random(void *buf, size_t n);
+
+#endif

@@ -1,0 +1,8 @@
+/*
+ * ownmap.c — storage of the ownership map (see ownmap.h). Zero-initialised
+ * BSS: the kernel maps its pages lazily, so only regions hakmem has used
+ * cost memory (one 4 KiB page per 16 GiB of address space).
+ */
+#include "ownmap.h"
+
+__attribute__((aligned(4096))) uint8_t hak_ownmap[(size_t)1 << HAK_OWNMAP_BITS];

@@ -1,0 +1,83 @@
+/*
+ * remote.c — cross-thread frees (see remote.h).
+ *
+ * The full hand-shake, after mimalloc's "delayed free": the owner marks a
+ * slab full by CAS-ing thread_free from empty to TF_DELAYED, so the mark and
+ * a remote push can never both succeed unseen. A remote freer that finds the
+ * mark pushes the block to the owner heap's delayed list instead (the owner
+ * drains it in its slow path); if that heap is gone (list closed) or the
+ * slab abandoned, the block goes on thread_free with the mark kept, and the
+ * adopter collects it.
+ */
+#include "remote.h"
+
+void remote_free(hak_slab_t *s, hak_block_t *b) {
+  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  for (;;) {
+    if (tf & TF_DELAYED) {
+      uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+      if (owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) {
+        hak_heap_t *h = (hak_heap_t *)(owner & ~OWNER_FULL);
+        uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+        while (d != HEAP_DELAYED_CLOSED) {
+          b->next = (hak_block_t *)d;
+          if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)b,
+                                                    memory_order_release, memory_order_relaxed))
+            return;
+        }
+      }
+    }
+    b->next = (hak_block_t *)(tf & ~TF_DELAYED);
+    if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf,
+                                              (uintptr_t)b | (tf & TF_DELAYED),
+                                              memory_order_release, memory_order_relaxed))
+      return;
+  }
+}
+
+unsigned remote_collect(hak_slab_t *s) {
+  if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) return 0;
+  uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
+  hak_block_t *head = (hak_block_t *)(tf & ~TF_DELAYED);
+  if (head == NULL) return 0;
+  unsigned n = 1;
+  hak_block_t *last = head;
+  while (last->next != NULL) {
+    last = last->next;
+    n++;
+  }
+  last->next = s->free;
+  s->free = head;
+  HAK_ASSERT(s->used >= n);
+  s->used = (uint16_t)(s->used - n);
+  return n;
+}
+
+bool remote_mark_full(hak_slab_t *s, hak_heap_t *h) {
+  uintptr_t expect = 0;
+  if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &expect, TF_DELAYED,
+                                               memory_order_acq_rel, memory_order_relaxed))
+    return false;
+  atomic_store_explicit(&s->owner, (uintptr_t)h | OWNER_FULL, memory_order_release);
+  return true;
+}
+
+void remote_unmark_full(hak_slab_t *s, hak_heap_t *h) {
+  atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  while ((tf & TF_DELAYED) &&
+         !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,
+                                                memory_order_acq_rel, memory_order_relaxed)) {
+  }
+}
+
+hak_block_t *remote_delayed_take(hak_heap_t *h, bool close) {
+  uintptr_t d;
+  if (close) {
+    d = atomic_exchange_explicit(&h->delayed, HEAP_DELAYED_CLOSED, memory_order_acquire);
+  } else {
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) == 0) return NULL;
+    d = atomic_exchange_explicit(&h->delayed, 0, memory_order_acquire);
+  }
+  return d == HEAP_DELAYED_CLOSED ? NULL : (hak_block_t *)d;
+}

@@ -1,0 +1,37 @@
+/*
+ * sizeclass.c — fills the class tables once at start-up (init.c calls
+ * sc_init before the first allocation is served).
+ * May call: nothing.
+ */
+#include "sizeclass.h"
+
+uint8_t sc_bucket_class[HAK_DIRECT_N];
+uint32_t sc_size[HAK_NCLASS];
+uint16_t sc_batch[HAK_NCLASS];
+uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
+
+static uint32_t sc_size_of_class(unsigned c) {
+  if (c < 8) return 16u * (c + 1);
+  unsigned b = 7 + (c - 8) / 4, sub = (c - 8) % 4;
+  return (uint32_t)((5u + sub) << (b - 2));
+}
+
+void sc_init(void) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    sc_size[c] = sc_size_of_class(c);
+    /* A refill carves about 16 KiB (at most 256 blocks): enough to amortise
+     * the slow path, little enough that fresh memory is touched lazily. */
+    uint32_t n = 16384u / sc_size[c];
+    sc_batch[c] = (uint16_t)(n < 1 ? 1 : n > 256 ? 256 : n);
+    sc_bucket_lo[c] = 1;
+    sc_bucket_hi[c] = 0;
+  }
+  for (unsigned i = 0; i < HAK_DIRECT_N - 1; i++) {
+    size_t size = (size_t)i * 16; /* largest size falling in bucket i */
+    unsigned c = size <= 128 ? (i == 0 ? 0 : i - 1) : sc_of_arith(size);
+    sc_bucket_class[i] = (uint8_t)c;
+    if (sc_bucket_lo[c] > sc_bucket_hi[c]) sc_bucket_lo[c] = (uint8_t)i;
+    sc_bucket_hi[c] = (uint8_t)i;
+  }
+  sc_bucket_class[HAK_DIRECT_N - 1] = 0; /* never used: the "not here" bucket */
+}

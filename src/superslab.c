@@ -1,0 +1,184 @@
+/*
+ * superslab.c — acquiring, carving, purging and recycling superslabs.
+ *
+ * Owns: the empty-superslab cache and the abandoned lists (each behind its
+ * own mutex: these are cold paths, taken once per 4 MiB). Promises: see
+ * superslab.h. May call: os, ownmap, sizeclass, options.
+ */
+#include "superslab.h"
+#include "options.h"
+#include "os.h"
+#include "ownmap.h"
+#include "sizeclass.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define SS_CACHE_MAX 8
+
+static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_superslab_t *ss_cache;      /* decommitted empty superslabs */
+static unsigned ss_cache_count;
+static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_superslab_t *ss_abandoned[SS_KINDS];
+
+static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
+  ss->magic = SS_MAGIC;
+  ss->kind = (uint8_t)kind;
+  ss->slab_shift = kind == SS_KIND_SMALL ? HAK_SMALL_SLAB_SHIFT : HAK_MEDIUM_SLAB_SHIFT;
+  ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
+  ss->listed = 0;
+  ss->heap = NULL;
+  ss->next = ss->prev = NULL;
+  ss->free_mask = ss_all_mask(ss);
+  ss->dirty_mask = 0;
+  ss->dirty_since_ms = 0;
+  for (unsigned i = 0; i < ss->nslabs; i++) {
+    hak_slab_t *s = &ss->slabs[i];
+    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
+    atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    s->index = i;
+    s->free = NULL;
+    s->used = 0;
+  }
+}
+
+hak_superslab_t *ss_acquire(unsigned kind) {
+  hak_superslab_t *ss = NULL;
+  pthread_mutex_lock(&ss_cache_lock);
+  if (ss_cache != NULL) {
+    ss = ss_cache;
+    ss_cache = ss->next;
+    ss_cache_count--;
+  }
+  pthread_mutex_unlock(&ss_cache_lock);
+  if (ss == NULL) {
+    ss = os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    if (ss == NULL) return NULL;
+  }
+  ss_header_init(ss, kind);
+  ownmap_set(ss, ss->slab_shift);
+  return ss;
+}
+
+void ss_release(hak_superslab_t *ss) {
+  HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
+  ownmap_set(ss, OWN_NONE);
+  ss->magic = 0;
+  pthread_mutex_lock(&ss_cache_lock);
+  if (ss_cache_count < SS_CACHE_MAX) {
+    ss->next = ss_cache;
+    ss_cache = ss;
+    ss_cache_count++;
+    pthread_mutex_unlock(&ss_cache_lock);
+    /* Decommit outside the lock; the header page comes back zeroed, which
+     * ss_header_init rewrites anyway. Slab pages were already purged unless
+     * they were still dirty. */
+    if (ss->dirty_mask) {
+      os_decommit(ss, HAK_SS_SIZE);
+    } else {
+      os_decommit(ss, os_page_size * 2); /* header */
+    }
+    return;
+  }
+  pthread_mutex_unlock(&ss_cache_lock);
+  os_unmap(ss, HAK_SS_SIZE);
+}
+
+void ss_purge_cache(uint64_t now_ms, bool force) {
+  (void)now_ms;
+  if (!force) return; /* cached superslabs are already decommitted */
+  pthread_mutex_lock(&ss_cache_lock);
+  hak_superslab_t *list = ss_cache;
+  ss_cache = NULL;
+  ss_cache_count = 0;
+  pthread_mutex_unlock(&ss_cache_lock);
+  while (list) {
+    hak_superslab_t *n = list->next;
+    os_unmap(list, HAK_SS_SIZE);
+    list = n;
+  }
+}
+
+void ss_abandon_push(hak_superslab_t *ss) {
+  ss->heap = NULL;
+  ss->listed = 0;
+  pthread_mutex_lock(&ss_abandon_lock);
+  ss->prev = NULL;
+  ss->next = ss_abandoned[ss->kind];
+  ss_abandoned[ss->kind] = ss;
+  pthread_mutex_unlock(&ss_abandon_lock);
+}
+
+hak_superslab_t *ss_abandon_pop(unsigned kind) {
+  if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
+  pthread_mutex_lock(&ss_abandon_lock);
+  hak_superslab_t *ss = ss_abandoned[kind];
+  if (ss) ss_abandoned[kind] = ss->next;
+  pthread_mutex_unlock(&ss_abandon_lock);
+  if (ss) ss->next = ss->prev = NULL;
+  return ss;
+}
+
+hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner) {
+  hak_slab_t *s = &ss->slabs[idx];
+  uint64_t bit = (uint64_t)1 << idx;
+  HAK_ASSERT(ss->free_mask & bit);
+  ss->free_mask &= ~bit;
+  ss->dirty_mask &= ~bit;
+  s->free = NULL;
+  s->used = 0;
+  s->bsize = sc_size[cls];
+  s->capacity = (uint16_t)(((size_t)1 << ss->slab_shift) / s->bsize);
+  s->carved = 0;
+  s->cls = (uint8_t)cls;
+  s->in_partial = 0;
+  s->index = idx;
+  s->next = s->prev = NULL;
+  s->area = (uint8_t *)ss + ((size_t)idx << ss->slab_shift);
+  atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->owner, owner, memory_order_release);
+  return s;
+}
+
+void ss_slab_carve(hak_slab_t *s) {
+  unsigned n = sc_batch[s->cls];
+  unsigned left = (unsigned)s->capacity - s->carved;
+  if (n > left) n = left;
+  HAK_ASSERT(n > 0 && s->free == NULL);
+  size_t bs = s->bsize;
+  uint8_t *first = s->area + (size_t)s->carved * bs;
+  uint8_t *p = first;
+  for (unsigned i = 1; i < n; i++, p += bs) ((hak_block_t *)p)->next = (hak_block_t *)(p + bs);
+  ((hak_block_t *)p)->next = NULL;
+  s->free = (hak_block_t *)first;
+  s->carved = (uint16_t)(s->carved + n);
+}
+
+void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force) {
+  if (ss->dirty_mask == 0) return;
+  if (!force && now_ms - ss->dirty_since_ms < delay_ms) return;
+  uint64_t m = ss->dirty_mask & ss->free_mask;
+  size_t slab = (size_t)1 << ss->slab_shift;
+  while (m) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    unsigned j = i;
+    while (j + 1 < 64 && (m >> (j + 1) & 1)) j++; /* coalesce a run */
+    os_decommit((uint8_t *)ss + (size_t)i * slab, (size_t)(j - i + 1) * slab);
+    m &= ~((((uint64_t)2 << j) - 1) & ~(((uint64_t)1 << i) - 1));
+  }
+  ss->dirty_mask = 0;
+}
+
+void ss_lock_all(void) {
+  pthread_mutex_lock(&ss_cache_lock);
+  pthread_mutex_lock(&ss_abandon_lock);
+}
+void ss_unlock_all(void) {
+  pthread_mutex_unlock(&ss_abandon_lock);
+  pthread_mutex_unlock(&ss_cache_lock);
+}
+void ss_reset_locks(void) {
+  pthread_mutex_init(&ss_cache_lock, NULL);
+  pthread_mutex_init(&ss_abandon_lock, NULL);
+}

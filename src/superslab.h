@@ -1,0 +1,113 @@
+/*
+ * superslab.h — 4 MiB naturally aligned regions carved into slabs, and the
+ * slab descriptor.
+ *
+ * Owns: the superslab header (slab 0 of every superslab), each slab's
+ * descriptor, the process-wide cache of empty superslabs and the list of
+ * abandoned ones (slabs of exited threads, adoptable by any thread).
+ * Promises: for a pointer p inside a superslab, its slab descriptor is
+ *   ss_of(p)->slabs[(p - ss) >> slab_shift]
+ * (mask and shift, no search); a slab's blocks start slab-aligned; an empty
+ * superslab is decommitted before it is cached.
+ * May call: os, ownmap.
+ *
+ * Slab ownership protocol (the owner field):
+ *   heap pointer            owned by that heap's thread, not full
+ *   heap pointer | OWNER_FULL   owned, no free blocks (frees go the slow way)
+ *   OWNER_ABANDONED         its thread exited; adoptable
+ *   OWNER_UNUSED            not handed out (free slab in its superslab)
+ * None of these is 0, so a thread without a heap (NULL) never matches.
+ * thread_free is a lock-free stack of blocks freed by other threads; its low
+ * bit TF_DELAYED says the slab was full when the owner last looked, so a
+ * remote free should also tell the owner (see remote.c).
+ */
+#ifndef HAK_SUPERSLAB_H
+#define HAK_SUPERSLAB_H
+
+#include "internal.h"
+
+struct hak_heap;
+
+typedef struct hak_block {
+  struct hak_block *next;
+} hak_block_t;
+
+#define OWNER_FULL      ((uintptr_t)1)
+#define OWNER_ABANDONED ((uintptr_t)2)
+#define OWNER_UNUSED    ((uintptr_t)4)
+#define TF_DELAYED      ((uintptr_t)1)
+
+typedef struct hak_slab {
+  hak_block_t *free;          /* blocks ready for malloc (owner only) */
+  _Atomic uintptr_t owner;    /* see protocol above */
+  uint16_t used;              /* blocks handed out or on thread_free */
+  uint16_t capacity;          /* blocks in the slab */
+  uint16_t carved;            /* blocks carved from fresh memory so far */
+  uint8_t cls;                /* size class */
+  uint8_t in_partial;         /* on the owner heap's partial list */
+  uint32_t bsize;             /* block size */
+  uint32_t index;             /* slab index in its superslab */
+  _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED */
+  struct hak_slab *next;      /* owner heap's partial list */
+  struct hak_slab *prev;
+  uint8_t *area;              /* first block */
+} hak_slab_t;
+
+_Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
+
+enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KINDS = 2 };
+#define SS_MAGIC 0x48414b53u /* "HAKS" */
+
+typedef struct hak_superslab {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t slab_shift;
+  uint8_t nslabs;             /* slabs 1..nslabs-1 hold blocks */
+  uint8_t listed;             /* on its heap's list */
+  struct hak_heap *heap;      /* owner; NULL when abandoned or cached */
+  struct hak_superslab *next; /* heap list, abandoned list or cache */
+  struct hak_superslab *prev;
+  uint64_t free_mask;         /* bit i: slab i not in use */
+  uint64_t dirty_mask;        /* free slabs whose pages may be resident */
+  uint64_t dirty_since_ms;    /* when the oldest dirty slab became free */
+  uint8_t pad[64 - 56];
+  hak_slab_t slabs[HAK_MAX_SLABS];
+} hak_superslab_t;
+
+#define SS_SLABS_OFFSET 64
+_Static_assert(__builtin_offsetof(hak_superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
+
+HAK_INLINE hak_superslab_t *ss_of(const void *p) {
+  return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
+}
+HAK_INLINE hak_slab_t *ss_slab_of(const void *p, unsigned shift) {
+  uintptr_t a = (uintptr_t)p;
+  return (hak_slab_t *)((a & ~(uintptr_t)HAK_SS_MASK) + SS_SLABS_OFFSET) +
+         ((a & HAK_SS_MASK) >> shift);
+}
+HAK_INLINE hak_superslab_t *ss_of_slab(const hak_slab_t *s) { return ss_of(s); }
+HAK_INLINE uint64_t ss_all_mask(const hak_superslab_t *ss) {
+  return (ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1)) & ~(uint64_t)1;
+}
+
+/* A fresh or cached superslab of the kind, header initialised, all slabs
+ * free, registered in the ownership map. NULL when the OS refuses. */
+hak_superslab_t *ss_acquire(unsigned kind);
+/* Give an empty superslab back: decommit and cache it, or unmap it. */
+void ss_release(hak_superslab_t *ss);
+/* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
+void ss_abandon_push(hak_superslab_t *ss);
+hak_superslab_t *ss_abandon_pop(unsigned kind);
+void ss_purge_cache(uint64_t now_ms, bool force);
+/* Initialise slab idx of ss for class cls, owned by owner. */
+hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
+/* Carve the next batch of fresh blocks onto the (empty) free list. */
+void ss_slab_carve(hak_slab_t *s);
+/* Decommit free slabs that have been idle for delay_ms (all if force). */
+void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force);
+
+void ss_lock_all(void);
+void ss_unlock_all(void);
+void ss_reset_locks(void);
+
+#endif
