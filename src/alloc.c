@@ -76,12 +76,14 @@ void hak_debug_check_free(hak_slab_t *s, void *p) {
 
 void hak_slab_emptied(hak_slab_t *s) { heap_slab_emptied(hak_front.heap, s); }
 
-/* A slab block is valid if it lies in the carved part of a slab in use.
- * (Block-boundary checks need a division; the debug build does them.) */
+/* A slab block is valid if it lies in the block area of a slab in use.
+ * Only fields fixed while the slab is in use are read (carved changes under
+ * the owner); block-boundary checks need a division: the debug build does
+ * them. */
 static bool slab_block_plausible(const hak_slab_t *s, uintptr_t owner, const void *p) {
   const uint8_t *u = p;
   if (owner == OWNER_UNUSED) return false;
-  return u >= s->area && u < s->area + (size_t)s->carved * s->bsize;
+  return u >= s->area && u < s->area + (size_t)s->capacity * s->bsize;
 }
 
 static void free_small_slow(void *p, unsigned shift, const char *call) {

@@ -39,7 +39,7 @@ HAK_INLINE void *front_malloc(size_t size) {
 
 HAK_INLINE void front_free(void *p) {
   uintptr_t a = (uintptr_t)p;
-  unsigned shift = hak_ownmap[ownmap_index(a)];
+  unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
     hak_slab_t *s = ss_slab_of(p, shift);
     if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) ==

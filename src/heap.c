@@ -189,8 +189,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
     hak_slab_t *s = &ss->slabs[i];
     /* Strip the full mark too: the slab starts its new life unmarked. */
-    uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-    atomic_store_explicit(&s->thread_free, tf & ~TF_DELAYED, memory_order_relaxed);
+    remote_clear_mark(s);
     s->in_partial = 0;
     atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
     remote_collect(s);
@@ -358,8 +357,7 @@ static void heap_abandon_all(hak_heap_t *h) {
       for (unsigned i = 1; i < ss->nslabs; i++) {
         if (ss->free_mask & ((uint64_t)1 << i)) continue;
         hak_slab_t *s = &ss->slabs[i];
-        uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-        atomic_store_explicit(&s->thread_free, tf & ~TF_DELAYED, memory_order_relaxed);
+        remote_clear_mark(s);
         remote_collect(s);
         s->in_partial = 0;
         s->next = s->prev = NULL;

@@ -41,6 +41,10 @@ static large_slot_t large_cache[LARGE_CACHE_SLOTS];
 static unsigned large_cache_n;
 static size_t large_cache_bytes;
 
+/* Written under large_lock, peeked without it (atomic, so the peek is
+ * well-defined; a stale value only costs a lock round-trip or a miss). */
+static void large_cache_set_n(unsigned n) { __atomic_store_n(&large_cache_n, n, __ATOMIC_RELAXED); }
+
 static large_hdr_t *large_hdr_of(const void *p) {
   return (large_hdr_t *)((uintptr_t)p - LARGE_HDR);
 }
@@ -71,7 +75,8 @@ static uint8_t *large_cache_take(size_t need, size_t *size_out) {
     base = large_cache[best].base;
     *size_out = large_cache[best].size;
     large_cache_bytes -= large_cache[best].size;
-    large_cache[best] = large_cache[--large_cache_n];
+    large_cache[best] = large_cache[large_cache_n - 1];
+    large_cache_set_n(large_cache_n - 1);
   }
   pthread_mutex_unlock(&large_lock);
   return base;
@@ -84,7 +89,9 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = hak_align_up(off + size, page);
+  /* At least one usable byte, so that usable size 0 always means "not a
+   * valid large block" (realloc relies on it). */
+  size_t need = hak_align_up(off + (size ? size : 1), page);
   size_t map_size = 0;
   uint8_t *base = NULL;
   bool fresh = false;
@@ -124,7 +131,8 @@ void large_purge(uint64_t now_ms, bool force) {
     if (force || now_ms - large_cache[i].freed_ms >= hak_opt.purge_delay_ms) {
       drop[nd++] = large_cache[i];
       large_cache_bytes -= large_cache[i].size;
-      large_cache[i] = large_cache[--large_cache_n];
+      large_cache[i] = large_cache[large_cache_n - 1];
+      large_cache_set_n(large_cache_n - 1);
     } else {
       i++;
     }
@@ -156,7 +164,8 @@ void large_free(void *p, unsigned v, const char *call) {
       if (old) {
         drop[nd++] = large_cache[i];
         large_cache_bytes -= large_cache[i].size;
-        large_cache[i] = large_cache[--large_cache_n];
+        large_cache[i] = large_cache[large_cache_n - 1];
+      large_cache_set_n(large_cache_n - 1);
       } else {
         i++;
       }
@@ -167,9 +176,11 @@ void large_free(void *p, unsigned v, const char *call) {
         if (large_cache[i].freed_ms < large_cache[oldest].freed_ms) oldest = i;
       drop[nd++] = large_cache[oldest];
       large_cache_bytes -= large_cache[oldest].size;
-      large_cache[oldest] = large_cache[--large_cache_n];
+      large_cache[oldest] = large_cache[large_cache_n - 1];
+      large_cache_set_n(large_cache_n - 1);
     }
-    large_cache[large_cache_n++] = (large_slot_t){base, size, now};
+    large_cache[large_cache_n] = (large_slot_t){base, size, now};
+    large_cache_set_n(large_cache_n + 1);
     large_cache_bytes += size;
     pthread_mutex_unlock(&large_lock);
   } else {

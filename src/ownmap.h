@@ -23,12 +23,17 @@ extern uint8_t hak_ownmap[(size_t)1 << HAK_OWNMAP_BITS];
 HAK_INLINE size_t ownmap_index(uintptr_t a) {
   return (a >> HAK_SS_SHIFT) & (((size_t)1 << HAK_OWNMAP_BITS) - 1);
 }
+/* Relaxed atomic: the same single byte load, but well-defined while another
+ * thread maps or unmaps an unrelated block in the same region. */
+HAK_INLINE unsigned ownmap_load(uintptr_t a) {
+  return __atomic_load_n(&hak_ownmap[ownmap_index(a)], __ATOMIC_RELAXED);
+}
 HAK_INLINE unsigned ownmap_get(const void *p) {
   uintptr_t a = (uintptr_t)p;
   /* Addresses above 48 bits are never hakmem's (mappings come from the
    * kernel's default range), but must not alias a low entry. */
   if (HAK_UNLIKELY(a >> (HAK_SS_SHIFT + HAK_OWNMAP_BITS))) return OWN_NONE;
-  return hak_ownmap[ownmap_index(a)];
+  return ownmap_load(a);
 }
 HAK_INLINE void ownmap_set(const void *p, unsigned v) {
   __atomic_store_n(&hak_ownmap[ownmap_index((uintptr_t)p)], (uint8_t)v, __ATOMIC_RELEASE);

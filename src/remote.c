@@ -62,13 +62,18 @@ bool remote_mark_full(hak_slab_t *s, hak_heap_t *h) {
   return true;
 }
 
-void remote_unmark_full(hak_slab_t *s, hak_heap_t *h) {
-  atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+void remote_clear_mark(hak_slab_t *s) {
+  /* A CAS loop, not exchange-then-store: a push may land in between. */
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
   while ((tf & TF_DELAYED) &&
          !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,
                                                 memory_order_acq_rel, memory_order_relaxed)) {
   }
+}
+
+void remote_unmark_full(hak_slab_t *s, hak_heap_t *h) {
+  atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+  remote_clear_mark(s);
 }
 
 hak_block_t *remote_delayed_take(hak_heap_t *h, bool close) {

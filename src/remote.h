@@ -22,6 +22,8 @@ unsigned remote_collect(hak_slab_t *s);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first
  * (collect them instead). */
 bool remote_mark_full(hak_slab_t *s, hak_heap_t *h);
+/* Owner or adopter: drop the full mark, keeping any pushed blocks. */
+void remote_clear_mark(hak_slab_t *s);
 /* Owner: s (full) got a block back. */
 void remote_unmark_full(hak_slab_t *s, hak_heap_t *h);
 /* Owner: take the delayed list; close it for good when the thread exits. */

@@ -49,7 +49,7 @@ hak_superslab_t *ss_acquire(unsigned kind) {
   if (ss_cache != NULL) {
     ss = ss_cache;
     ss_cache = ss->next;
-    ss_cache_count--;
+    __atomic_store_n(&ss_cache_count, ss_cache_count - 1, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&ss_cache_lock);
   if (ss == NULL) {
@@ -63,25 +63,31 @@ hak_superslab_t *ss_acquire(unsigned kind) {
 
 void ss_release(hak_superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
+#if HAK_DEBUG
+  for (unsigned i = 1; i < ss->nslabs; i++)
+    HAK_ASSERT(atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed) == OWNER_UNUSED);
+#endif
   ownmap_set(ss, OWN_NONE);
   ss->magic = 0;
-  pthread_mutex_lock(&ss_cache_lock);
-  if (ss_cache_count < SS_CACHE_MAX) {
-    ss->next = ss_cache;
-    ss_cache = ss;
-    ss_cache_count++;
-    pthread_mutex_unlock(&ss_cache_lock);
-    /* Decommit outside the lock; the header page comes back zeroed, which
-     * ss_header_init rewrites anyway. Slab pages were already purged unless
-     * they were still dirty. */
-    if (ss->dirty_mask) {
+  bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
+  if (keep) {
+    /* Decommit before publishing: once in the cache another thread may take
+     * it and hand out blocks, which a late madvise would wipe. Slab pages
+     * already purged need only the header page to go. */
+    if (ss->dirty_mask)
       os_decommit(ss, HAK_SS_SIZE);
-    } else {
-      os_decommit(ss, os_page_size * 2); /* header */
+    else
+      os_decommit(ss, os_page_size * 2);
+    pthread_mutex_lock(&ss_cache_lock);
+    if (ss_cache_count < SS_CACHE_MAX) {
+      ss->next = ss_cache;
+      ss_cache = ss;
+      __atomic_store_n(&ss_cache_count, ss_cache_count + 1, __ATOMIC_RELAXED);
+      pthread_mutex_unlock(&ss_cache_lock);
+      return;
     }
-    return;
+    pthread_mutex_unlock(&ss_cache_lock);
   }
-  pthread_mutex_unlock(&ss_cache_lock);
   os_unmap(ss, HAK_SS_SIZE);
 }
 
@@ -91,7 +97,7 @@ void ss_purge_cache(uint64_t now_ms, bool force) {
   pthread_mutex_lock(&ss_cache_lock);
   hak_superslab_t *list = ss_cache;
   ss_cache = NULL;
-  ss_cache_count = 0;
+  __atomic_store_n(&ss_cache_count, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&ss_cache_lock);
   while (list) {
     hak_superslab_t *n = list->next;
@@ -106,7 +112,7 @@ void ss_abandon_push(hak_superslab_t *ss) {
   pthread_mutex_lock(&ss_abandon_lock);
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
-  ss_abandoned[ss->kind] = ss;
+  __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
 
@@ -114,7 +120,7 @@ hak_superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
   hak_superslab_t *ss = ss_abandoned[kind];
-  if (ss) ss_abandoned[kind] = ss->next;
+  if (ss) __atomic_store_n(&ss_abandoned[kind], ss->next, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
