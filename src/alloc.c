@@ -110,8 +110,10 @@ static void free_any(void *p, const char *call) {
     free_small_slow(p, v, call);
   else if (v != OWN_NONE)
     large_free(p, v, call);
+  else if (foreign_owns(p))
+    foreign_free(p); /* glibc's block (or the bypass): hand it back */
   else
-    foreign_free(p); /* not ours: glibc's (or the bypass) */
+    hak_report_invalid(call, p);
 }
 
 void hak_free_slow(void *p) { free_any(p, "free"); }
@@ -156,7 +158,9 @@ size_t hak_usable_size_impl(const void *p) {
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT) return ss_slab_of(p, v)->bsize;
   if (v != OWN_NONE) return large_usable_size(p, v);
-  return foreign_usable_size((void *)p);
+  if (foreign_owns(p)) return foreign_usable_size((void *)p);
+  hak_report_invalid("malloc_usable_size", p);
+  return 0;
 }
 
 void *hak_realloc_impl(void *p, size_t size) {
@@ -167,7 +171,11 @@ void *hak_realloc_impl(void *p, size_t size) {
     return NULL;
   }
   unsigned v = ownmap_get(p);
-  if (v == OWN_NONE) return foreign_realloc(p, size); /* glibc's block stays glibc's */
+  if (v == OWN_NONE) {
+    if (foreign_owns(p)) return foreign_realloc(p, size); /* glibc's block stays glibc's */
+    hak_report_invalid("realloc", p);
+    return NULL;
+  }
   size_t old;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
     hak_slab_t *s = ss_slab_of(p, v);

@@ -10,6 +10,7 @@
 #include "os.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <stdlib.h>
 
 extern void *__libc_malloc(size_t) __attribute__((weak));
@@ -29,19 +30,55 @@ static void *foreign_sym(const char *name) {
   return f;
 }
 
+/* Set once glibc's allocator is known to hold blocks (sticky). */
+static _Atomic bool foreign_in_use;
+
+static void foreign_note_use(void) {
+  if (!atomic_load_explicit(&foreign_in_use, memory_order_relaxed))
+    atomic_store_explicit(&foreign_in_use, true, memory_order_relaxed);
+}
+
+static bool foreign_has_blocks(void) {
+  if (atomic_load_explicit(&foreign_in_use, memory_order_relaxed)) return true;
+  /* glibc's own accounting (our library does not define mallinfo2, so the
+   * next definition is glibc's). Blocks from before hakmem was loaded, or
+   * from direct __libc_malloc calls, show up here. */
+  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))dlsym(RTLD_NEXT, "mallinfo2");
+  if (mi == NULL) return true; /* cannot tell: trust the caller */
+  struct mallinfo2 m = mi();
+  if (m.uordblks == 0 && m.hblkhd == 0) return false;
+  foreign_note_use();
+  return true;
+}
+
+bool foreign_owns(const void *p) {
+  if (hak_opt.force_libc) return true;
+  uintptr_t a = (uintptr_t)p;
+  if (a & 15 || a < 4096) return false; /* glibc chunks are 16-byte aligned */
+  if (!foreign_has_blocks()) return false;
+  if (!os_is_mapped((const void *)(a - 16))) return false;
+  size_t word = ((const size_t *)p)[-1];
+  size_t csize = word & ~(size_t)7;
+  return csize >= 32 && (csize & 15) == 0 && csize < ((size_t)1 << 47);
+}
+
 void *foreign_malloc(size_t size) {
+  foreign_note_use();
   if (__libc_malloc) return __libc_malloc(size);
   return ((void *(*)(size_t))foreign_sym("malloc"))(size);
 }
 void *foreign_calloc(size_t n, size_t size) {
+  foreign_note_use();
   if (__libc_calloc) return __libc_calloc(n, size);
   return ((void *(*)(size_t, size_t))foreign_sym("calloc"))(n, size);
 }
 void *foreign_realloc(void *p, size_t size) {
+  foreign_note_use();
   if (__libc_realloc) return __libc_realloc(p, size);
   return ((void *(*)(void *, size_t))foreign_sym("realloc"))(p, size);
 }
 void *foreign_memalign(size_t align, size_t size) {
+  foreign_note_use();
   if (__libc_memalign) return __libc_memalign(align, size);
   return ((void *(*)(size_t, size_t))foreign_sym("memalign"))(align, size);
 }

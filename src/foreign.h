@@ -19,6 +19,10 @@ void *foreign_realloc(void *p, size_t size);
 void *foreign_memalign(size_t align, size_t size);
 void foreign_free(void *p);
 size_t foreign_usable_size(void *p);
+/* Could p be a live block of the C library's allocator? True under the
+ * bypass; otherwise only if glibc holds blocks at all and p's chunk header
+ * is readable and well-formed. */
+bool foreign_owns(const void *p);
 
 /* "hakmem: <call>(): invalid pointer 0x..." then HAKMEM_ON_ERROR. */
 void hak_report_invalid(const char *call, const void *p);

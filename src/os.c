@@ -139,6 +139,15 @@ uint64_t os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+bool os_is_mapped(const void *p) {
+  unsigned char vec;
+  int saved = errno;
+  uintptr_t page = (uintptr_t)p & ~(uintptr_t)(os_page_size - 1);
+  bool ok = mincore((void *)page, os_page_size, &vec) == 0;
+  errno = saved;
+  return ok;
+}
+
 void os_write_err(const char *s) {
   size_t n = strlen(s);
   while (n > 0) {

@@ -40,6 +40,9 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size);
  * os_map_aligned, which it replaces). */
 bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target);
 uint64_t os_now_ms(void);
+/* True if the page holding p is mapped (mincore); for vetting pointers that
+ * are not ours before reading around them. */
+bool os_is_mapped(const void *p);
 void os_write_err(const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
 char *os_fmt_hex(char *buf, uintptr_t v);
