@@ -214,11 +214,12 @@ void *hak_aligned_impl(size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return front_malloc(size);
   hak_ensure_init();
   if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_memalign(align, size);
-  if (size <= HAK_SMALL_MAX && align <= HAK_SMALL_MAX) {
-    /* Slabs start slab-aligned, so a class whose block size is a multiple
-     * of align has every block aligned; the power-of-two class at
-     * max(size, align) always qualifies, so waste stays below the
-     * alignment or the size, whichever is larger. */
+  if (size <= HAK_SMALL_MAX && align <= HAK_SLAB_ALIGN_MAX) {
+    /* Slab areas are aligned to 64 KiB (1 MiB for the classes above
+     * 64 KiB), so a class whose block size is a multiple of align has every
+     * block aligned; the power-of-two class at max(size, align) always
+     * qualifies, so waste stays below the alignment or the size, whichever
+     * is larger. */
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
     return alloc_class(cls);

@@ -185,7 +185,7 @@ static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned c
  * freed into it and sort its slabs into h's lists. */
 static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
   ss->heap = h;
-  for (unsigned i = 1; i < ss->nslabs; i++) {
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
     hak_slab_t *s = &ss->slabs[i];
     /* Strip the full mark too: the slab starts its new life unmarked. */
@@ -209,7 +209,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
 }
 
 static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
-  unsigned kind = cls >= HAK_CLASS_MEDIUM_FIRST ? SS_KIND_MEDIUM : SS_KIND_SMALL;
+  unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
     hak_superslab_t *ss = h->ss_head[kind];
     if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
@@ -354,7 +354,7 @@ static void heap_abandon_all(hak_heap_t *h) {
     hak_superslab_t *ss = h->ss_head[k];
     while (ss != NULL) {
       hak_superslab_t *next = ss->next;
-      for (unsigned i = 1; i < ss->nslabs; i++) {
+      for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
         if (ss->free_mask & ((uint64_t)1 << i)) continue;
         hak_slab_t *s = &ss->slabs[i];
         remote_clear_mark(s);

@@ -30,13 +30,20 @@
 
 /* Small superslabs hold 64 KiB slabs (classes up to 8 KiB, >= 8 blocks per
  * slab); medium superslabs hold 512 KiB slabs (classes up to 64 KiB). Slab 0
- * of each superslab holds the header, so its blocks start slab-aligned. */
+ * of those holds the header, so their blocks start slab-aligned. Big
+ * superslabs are one slab of 4 MiB whose blocks (80 KiB .. 1 MiB) start
+ * 1 MiB in, after the header: so every slab area is aligned to at least
+ * 64 KiB, and power-of-two classes are aligned to their size (up to 1 MiB);
+ * the untouched rest of the first MiB costs address space, not memory. */
 #define HAK_SMALL_SLAB_SHIFT  16
 #define HAK_MEDIUM_SLAB_SHIFT 19
+#define HAK_BIG_SLAB_SHIFT    HAK_SS_SHIFT
+#define HAK_BIG_AREA_OFFSET   ((size_t)1 << 20)
 #define HAK_MAX_SLABS         64
 
-#define HAK_NCLASS        44            /* 16 B .. 64 KiB */
-#define HAK_SMALL_MAX     ((size_t)65536)
+#define HAK_NCLASS        60            /* 16 B .. 1 MiB */
+#define HAK_SMALL_MAX     ((size_t)1 << 20) /* largest size class; above: large.c */
+#define HAK_SLAB_ALIGN_MAX ((size_t)1 << 20) /* alignments served by size classes */
 #define HAK_FAST_MAX      ((size_t)1024) /* served by the per-thread direct table */
 #define HAK_DIRECT_N      66            /* buckets 0..64 for sizes 0..1024, 65 = "not here" */
 #define HAK_MIN_ALIGN     16

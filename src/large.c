@@ -61,14 +61,17 @@ static void large_register(void *user) {
   ownmap_set(user, ((uintptr_t)user & HAK_SS_MASK) == 0 ? OWN_LARGE_FAR : OWN_LARGE);
 }
 
-/* Best fit among cached mappings of at least need and at most 1.5x need. */
+/* The cached mapping that best serves need: the smallest one at least that
+ * big, else the biggest smaller one (the caller grows it). Its pages are
+ * already faulted in, which for big blocks costs more than the syscalls. */
 static uint8_t *large_cache_take(size_t need, size_t *size_out) {
   if (__atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) == 0) return NULL;
   pthread_mutex_lock(&large_lock);
   int best = -1;
   for (unsigned i = 0; i < large_cache_n; i++) {
-    size_t s = large_cache[i].size;
-    if (s >= need && s - need <= need / 2 && (best < 0 || s < large_cache[best].size)) best = (int)i;
+    size_t s = large_cache[i].size, b = best < 0 ? 0 : large_cache[best].size;
+    bool better = best < 0 || (s >= need ? (b < need || s < b) : (b < need && s > b));
+    if (better) best = (int)i;
   }
   uint8_t *base = NULL;
   if (best >= 0) {
@@ -80,6 +83,29 @@ static uint8_t *large_cache_take(size_t need, size_t *size_out) {
   }
   pthread_mutex_unlock(&large_lock);
   return base;
+}
+
+/* Fit a cached mapping to need: shrink it when it is more than twice too
+ * big (the tail's pages go back), grow it in place or by moving its pages
+ * to a fresh aligned range. NULL (mapping released) if that fails. */
+static uint8_t *large_resize_cached(uint8_t *base, size_t *size, size_t need) {
+  if (*size > need) {
+    /* Far too big: the tail's pages go back. */
+    if (*size / 4 > need && os_remap_inplace(base, *size, need)) *size = need;
+    return base;
+  }
+  if (os_remap_inplace(base, *size, need)) {
+    *size = need;
+    return base;
+  }
+  uint8_t *target = os_map_aligned(need, HAK_SS_SIZE);
+  if (target != NULL && os_remap_to(base, *size, need, target)) {
+    *size = need;
+    return target;
+  }
+  if (target != NULL) os_unmap(target, need);
+  os_unmap(base, *size);
+  return NULL;
 }
 
 void *large_alloc(size_t size, size_t align, bool *zeroed) {
@@ -96,6 +122,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   uint8_t *base = NULL;
   bool fresh = false;
   if (align <= HAK_SS_SIZE / 2) base = large_cache_take(need, &map_size);
+  if (base != NULL && map_size != need) base = large_resize_cached(base, &map_size, need);
   if (base == NULL) {
     base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
     if (base == NULL) {

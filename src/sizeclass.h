@@ -1,8 +1,8 @@
 /*
  * sizeclass.h — request size -> size class, and each class's geometry.
  *
- * Owns: the 44 classes (16..128 B in 16 B steps, then four classes per
- * power of two up to 64 KiB: worst internal waste 20 %, 24 % at 129 B).
+ * Owns: the 60 classes (16..128 B in 16 B steps, then four classes per
+ * power of two up to 1 MiB: worst internal waste 20 %, 24 % at 129 B).
  * Promises: sc_of() uses no loops and no searches — a 16 B-bucket table
  * below 1 KiB, leading-zero arithmetic above; block sizes are multiples of
  * 16, so every block is 16-byte aligned. May call: nothing.
@@ -18,10 +18,11 @@ extern uint16_t sc_batch[HAK_NCLASS];         /* blocks carved per refill */
 extern uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct buckets, lo>hi: none */
 
 #define HAK_CLASS_MEDIUM_FIRST 32 /* classes >= this live in 512 KiB slabs */
+#define HAK_CLASS_BIG_FIRST 44    /* classes >= this (80 KiB..) in 4 MiB slabs */
 
 void sc_init(void);
 
-/* Class of the sizes 129..64 KiB by arithmetic: s = size-1 lies in
+/* Class of the sizes 129 B..1 MiB by arithmetic: s = size-1 lies in
  * [2^b, 2^(b+1)); the two bits below the top pick one of four classes. */
 HAK_INLINE unsigned sc_of_arith(size_t size) {
   size_t s = size - 1;
@@ -35,8 +36,9 @@ HAK_INLINE unsigned sc_of(size_t size) {
   return sc_of_arith(size);
 }
 
-HAK_INLINE unsigned sc_slab_shift(unsigned cls) {
-  return cls >= HAK_CLASS_MEDIUM_FIRST ? HAK_MEDIUM_SLAB_SHIFT : HAK_SMALL_SLAB_SHIFT;
+/* Superslab kind (superslab.h's SS_KIND_*) serving a class. */
+HAK_INLINE unsigned sc_kind(unsigned cls) {
+  return cls >= HAK_CLASS_BIG_FIRST ? 2u : cls >= HAK_CLASS_MEDIUM_FIRST ? 1u : 0u;
 }
 
 #endif

@@ -25,8 +25,11 @@ static hak_superslab_t *ss_abandoned[SS_KINDS];
 static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->magic = SS_MAGIC;
   ss->kind = (uint8_t)kind;
-  ss->slab_shift = kind == SS_KIND_SMALL ? HAK_SMALL_SLAB_SHIFT : HAK_MEDIUM_SLAB_SHIFT;
+  ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
+                   : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
+                                            : HAK_BIG_SLAB_SHIFT;
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
+  ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
   ss->listed = 0;
   ss->heap = NULL;
   ss->next = ss->prev = NULL;
@@ -64,7 +67,7 @@ hak_superslab_t *ss_acquire(unsigned kind) {
 void ss_release(hak_superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
 #if HAK_DEBUG
-  for (unsigned i = 1; i < ss->nslabs; i++)
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
     HAK_ASSERT(atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed) == OWNER_UNUSED);
 #endif
   ownmap_set(ss, OWN_NONE);
@@ -135,13 +138,14 @@ hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintpt
   s->free = NULL;
   s->used = 0;
   s->bsize = sc_size[cls];
-  s->capacity = (uint16_t)(((size_t)1 << ss->slab_shift) / s->bsize);
+  size_t off = ss_area_offset(idx);
+  s->capacity = (uint16_t)((((size_t)1 << ss->slab_shift) - off) / s->bsize);
   s->carved = 0;
   s->cls = (uint8_t)cls;
   s->in_partial = 0;
   s->index = idx;
   s->next = s->prev = NULL;
-  s->area = (uint8_t *)ss + ((size_t)idx << ss->slab_shift);
+  s->area = (uint8_t *)ss + ((size_t)idx << ss->slab_shift) + off;
   atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
   atomic_store_explicit(&s->owner, owner, memory_order_release);
   return s;
@@ -170,7 +174,8 @@ void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, boo
     unsigned i = (unsigned)__builtin_ctzll(m);
     unsigned j = i;
     while (j + 1 < 64 && (m >> (j + 1) & 1)) j++; /* coalesce a run */
-    os_decommit((uint8_t *)ss + (size_t)i * slab, (size_t)(j - i + 1) * slab);
+    size_t off = ss_area_offset(i); /* never the header */
+    os_decommit((uint8_t *)ss + (size_t)i * slab + off, (size_t)(j - i + 1) * slab - off);
     m &= ~((((uint64_t)2 << j) - 1) & ~(((uint64_t)1 << i) - 1));
   }
   ss->dirty_mask = 0;

@@ -55,14 +55,14 @@ typedef struct hak_slab {
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 
-enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KINDS = 2 };
+enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
 #define SS_MAGIC 0x48414b53u /* "HAKS" */
 
 typedef struct hak_superslab {
   uint32_t magic;
   uint8_t kind;
   uint8_t slab_shift;
-  uint8_t nslabs;             /* slabs 1..nslabs-1 hold blocks */
+  uint8_t nslabs;             /* slabs first_slab..nslabs-1 hold blocks */
   uint8_t listed;             /* on its heap's list */
   struct hak_heap *heap;      /* owner; NULL when abandoned or cached */
   struct hak_superslab *next; /* heap list, abandoned list or cache */
@@ -70,7 +70,8 @@ typedef struct hak_superslab {
   uint64_t free_mask;         /* bit i: slab i not in use */
   uint64_t dirty_mask;        /* free slabs whose pages may be resident */
   uint64_t dirty_since_ms;    /* when the oldest dirty slab became free */
-  uint8_t pad[64 - 56];
+  uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
+  uint8_t pad[64 - 57];
   hak_slab_t slabs[HAK_MAX_SLABS];
 } hak_superslab_t;
 
@@ -87,8 +88,11 @@ HAK_INLINE hak_slab_t *ss_slab_of(const void *p, unsigned shift) {
 }
 HAK_INLINE hak_superslab_t *ss_of_slab(const hak_slab_t *s) { return ss_of(s); }
 HAK_INLINE uint64_t ss_all_mask(const hak_superslab_t *ss) {
-  return (ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1)) & ~(uint64_t)1;
+  uint64_t upto = ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1);
+  return upto & ~(((uint64_t)1 << ss->first_slab) - 1);
 }
+/* Where slab idx's blocks start: its base, or past the header in slab 0. */
+HAK_INLINE size_t ss_area_offset(unsigned idx) { return idx == 0 ? HAK_BIG_AREA_OFFSET : 0; }
 
 /* A fresh or cached superslab of the kind, header initialised, all slabs
  * free, registered in the ownership map. NULL when the OS refuses. */
