@@ -1,10 +1,12 @@
 /*
- * large.c — large and huge blocks as their own mappings (see large.h).
+ * large.c — blocks above 1 MiB (see large.h).
  *
- * The cache exists for allocate/free cycles of big buffers, where a
- * syscall per call would lose to glibc (whose mmap threshold adapts
- * upwards): a freed mapping is kept for the purge delay and handed to the
- * next request it fits within 1.5x. Entries are bounded in number and bytes.
+ * Both the arenas and the mapping cache exist for allocate/free cycles of
+ * big buffers, where a syscall and a page fault per page on every cycle
+ * would lose to glibc (whose mmap threshold adapts upwards): freed memory
+ * stays committed for the purge delay and serves the next request. The
+ * cache of dedicated mappings is bounded in entries and bytes; its best
+ * entry is resized with mremap to fit.
  */
 #include "large.h"
 #include "foreign.h"
@@ -20,14 +22,45 @@
 #define LARGE_HDR 64
 #define LARGE_CACHE_SLOTS 16
 
+struct large_arena;
+
 typedef struct large_hdr {
   uint64_t magic;
-  uint8_t *base;    /* start of the mapping */
-  size_t map_size;  /* bytes mapped */
+  uint8_t *base;    /* start of the mapping (or arena span) */
+  size_t map_size;  /* bytes mapped (or span bytes) */
   size_t off;       /* user pointer - base */
   uint64_t live;
-  uint64_t pad[3];
+  struct large_arena *arena; /* NULL: a dedicated mapping */
+  uint64_t pad[2];
 } large_hdr_t;
+
+/* ---- arenas: blocks of 1..16 MiB carved from 64 MiB reservations --------
+ * Freed spans coalesce and stay committed for the purge delay, so a
+ * program cycling big buffers of varying sizes reuses faulted-in pages
+ * instead of mapping (and faulting) fresh ones each time. All of an arena's
+ * 4 MiB regions are marked OWN_LARGE for its lifetime; each block still has
+ * its header just below the user pointer. Guarded by large_lock. */
+#define ARENA_SIZE ((size_t)64 << 20)
+#define ARENA_GRAN_SHIFT 16
+#define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
+#define ARENA_GRANS ((uint32_t)(ARENA_SIZE >> ARENA_GRAN_SHIFT))
+#define ARENA_MAX_FREE 96
+#define ARENA_BLOCK_MAX ((size_t)16 << 20)
+
+typedef struct arena_span {
+  uint32_t start, count; /* in granules */
+  uint32_t dirty;        /* pages may be resident */
+  uint32_t pad;
+  uint64_t freed_ms;
+} arena_span_t;
+
+typedef struct large_arena {
+  uint8_t *base;
+  struct large_arena *next;
+  uint32_t nfree;        /* entries in free[], sorted by start */
+  uint32_t used;         /* granules in blocks */
+  arena_span_t free[ARENA_MAX_FREE];
+} large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
 
 typedef struct large_slot {
@@ -44,6 +77,112 @@ static size_t large_cache_bytes;
 /* Written under large_lock, peeked without it (atomic, so the peek is
  * well-defined; a stale value only costs a lock round-trip or a miss). */
 static void large_cache_set_n(unsigned n) { __atomic_store_n(&large_cache_n, n, __ATOMIC_RELAXED); }
+
+static large_arena_t *large_arenas;
+static uint64_t large_next_purge_ms;
+
+static large_arena_t *arena_new(void) {
+  uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
+  if (base == NULL) return NULL;
+  large_arena_t *a = (large_arena_t *)base;
+  a->base = base;
+  a->nfree = 1;
+  a->used = 1; /* granule 0 holds this descriptor */
+  a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1};
+  for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_LARGE);
+  a->next = large_arenas;
+  large_arenas = a;
+  return a;
+}
+
+static void arena_remove_span(large_arena_t *a, unsigned i) {
+  memmove(&a->free[i], &a->free[i + 1], (a->nfree - i - 1) * sizeof a->free[0]);
+  a->nfree--;
+}
+
+/* Best fit over every arena (a new arena if none fits). Under large_lock. */
+static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
+  large_arena_t *best = NULL;
+  unsigned bi = 0;
+  uint32_t bc = UINT32_MAX;
+  for (large_arena_t *a = large_arenas; a != NULL && bc != grans; a = a->next)
+    for (unsigned i = 0; i < a->nfree; i++)
+      if (a->free[i].count >= grans && a->free[i].count < bc) {
+        best = a, bi = i, bc = a->free[i].count;
+        if (bc == grans) break;
+      }
+  if (best == NULL) {
+    best = arena_new();
+    if (best == NULL) return NULL;
+    bi = 0;
+  }
+  arena_span_t *s = &best->free[bi];
+  uint8_t *p = best->base + ((size_t)s->start << ARENA_GRAN_SHIFT);
+  *zero = !s->dirty;
+  s->start += grans;
+  s->count -= grans;
+  if (s->count == 0) arena_remove_span(best, bi);
+  best->used += grans;
+  *out = best;
+  return p;
+}
+
+/* Give granules [start, start+count) back, merging with free neighbours.
+ * Blocks are > 1 MiB (16 granules), so an arena has at most 64 free spans
+ * and the table never overflows. Under large_lock. */
+static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
+  a->used -= count;
+  unsigned i = 0;
+  while (i < a->nfree && a->free[i].start < start) i++;
+  bool prev = i > 0 && a->free[i - 1].start + a->free[i - 1].count == start;
+  bool next = i < a->nfree && start + count == a->free[i].start;
+  if (prev) {
+    arena_span_t *p = &a->free[i - 1];
+    p->count += count;
+    if (next) {
+      p->count += a->free[i].count;
+      arena_remove_span(a, i);
+    }
+    p->dirty = 1;
+    p->freed_ms = now;
+  } else if (next) {
+    a->free[i].start = start;
+    a->free[i].count += count;
+    a->free[i].dirty = 1;
+    a->free[i].freed_ms = now;
+  } else {
+    HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
+    memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
+    a->free[i] = (arena_span_t){.start = start, .count = count, .dirty = 1, .freed_ms = now};
+    a->nfree++;
+  }
+}
+
+/* Decommit free spans idle for the purge delay; unmap arenas that are
+ * wholly free and clean, keeping one. Under large_lock. */
+static void arena_purge_locked(uint64_t now, bool force) {
+  large_arena_t **link = &large_arenas;
+  while (*link != NULL) {
+    large_arena_t *a = *link;
+    bool clean = true;
+    for (unsigned i = 0; i < a->nfree; i++) {
+      arena_span_t *s = &a->free[i];
+      if (s->dirty && (force || now - s->freed_ms >= hak_opt.purge_delay_ms)) {
+        os_decommit(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), (size_t)s->count << ARENA_GRAN_SHIFT);
+        s->dirty = 0;
+      }
+      clean &= !s->dirty;
+    }
+    if (a->used == 1 && clean && (force || a != large_arenas || a->next != NULL)) {
+      *link = a->next;
+      uint8_t *base = a->base;
+      for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_NONE);
+      os_unmap(base, ARENA_SIZE);
+      continue;
+    }
+    link = &a->next;
+  }
+}
 
 static large_hdr_t *large_hdr_of(const void *p) {
   return (large_hdr_t *)((uintptr_t)p - LARGE_HDR);
@@ -118,6 +257,26 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   /* At least one usable byte, so that usable size 0 always means "not a
    * valid large block" (realloc relies on it). */
   size_t need = hak_align_up(off + (size ? size : 1), page);
+  if (off <= ARENA_GRAN && need <= ARENA_BLOCK_MAX) {
+    uint32_t grans = (uint32_t)((need + ARENA_GRAN - 1) >> ARENA_GRAN_SHIFT);
+    large_arena_t *arena = NULL;
+    bool zero = false;
+    pthread_mutex_lock(&large_lock);
+    uint8_t *span = arena_take(grans, &arena, &zero);
+    pthread_mutex_unlock(&large_lock);
+    if (span != NULL) {
+      uint8_t *user = span + off;
+      large_hdr_t *h = large_hdr_of(user);
+      h->magic = LARGE_MAGIC;
+      h->base = span;
+      h->map_size = (size_t)grans << ARENA_GRAN_SHIFT;
+      h->off = off;
+      h->live = 1;
+      h->arena = arena;
+      if (zeroed) *zeroed = zero;
+      return user;
+    }
+  }
   size_t map_size = 0;
   uint8_t *base = NULL;
   bool fresh = false;
@@ -144,6 +303,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   h->map_size = map_size;
   h->off = off;
   h->live = 1;
+  h->arena = NULL;
   large_register(user);
   if (zeroed) *zeroed = fresh;
   return user;
@@ -152,8 +312,9 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
 void large_purge(uint64_t now_ms, bool force) {
   large_slot_t drop[LARGE_CACHE_SLOTS];
   unsigned nd = 0;
-  if (__atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) == 0) return;
   pthread_mutex_lock(&large_lock);
+  large_next_purge_ms = now_ms + hak_opt.purge_delay_ms;
+  arena_purge_locked(now_ms, force);
   for (unsigned i = 0; i < large_cache_n;) {
     if (force || now_ms - large_cache[i].freed_ms >= hak_opt.purge_delay_ms) {
       drop[nd++] = large_cache[i];
@@ -178,8 +339,18 @@ void large_free(void *p, unsigned v, const char *call) {
   size_t size = h->map_size;
   h->live = 0;
   h->magic = 0;
-  ownmap_set(p, OWN_NONE);
   uint64_t now = os_now_ms();
+  if (h->arena != NULL) {
+    large_arena_t *a = h->arena;
+    pthread_mutex_lock(&large_lock);
+    arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
+              (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
+    bool due = now >= large_next_purge_ms;
+    pthread_mutex_unlock(&large_lock);
+    if (due) large_purge(now, false);
+    return;
+  }
+  ownmap_set(p, OWN_NONE);
   large_slot_t drop[LARGE_CACHE_SLOTS + 1];
   unsigned nd = 0;
   size_t budget = hak_opt.large_cache_bytes;
@@ -225,6 +396,38 @@ void *large_realloc(void *p, unsigned v, size_t size) {
   size_t off = h->off;
   if (size > (size_t)PTRDIFF_MAX - off - os_page_size) return NULL;
   size_t need = hak_align_up(off + size, os_page_size);
+  if (h->arena != NULL) {
+    if (size <= HAK_SMALL_MAX) return NULL; /* a size class serves it better */
+    large_arena_t *a = h->arena;
+    uint32_t have = (uint32_t)(h->map_size >> ARENA_GRAN_SHIFT);
+    uint32_t want = (uint32_t)((need + ARENA_GRAN - 1) >> ARENA_GRAN_SHIFT);
+    if (need > ARENA_BLOCK_MAX) return NULL;
+    uint32_t start = (uint32_t)((size_t)(h->base - a->base) >> ARENA_GRAN_SHIFT);
+    bool ok = false;
+    pthread_mutex_lock(&large_lock);
+    if (want <= have) {
+      if (want < have / 2) arena_put(a, start + want, have - want, os_now_ms());
+      else want = have;
+      ok = true;
+    } else {
+      /* Grow into the free span right after the block, if there is one. */
+      for (unsigned i = 0; i < a->nfree; i++) {
+        arena_span_t *s = &a->free[i];
+        if (s->start == start + have && s->count >= want - have) {
+          s->start += want - have;
+          s->count -= want - have;
+          if (s->count == 0) arena_remove_span(a, i);
+          a->used += want - have;
+          ok = true;
+          break;
+        }
+      }
+    }
+    pthread_mutex_unlock(&large_lock);
+    if (!ok) return NULL;
+    h->map_size = (size_t)want << ARENA_GRAN_SHIFT;
+    return p;
+  }
   if (need <= h->map_size) {
     if (need >= h->map_size / 2) return p;
     if (size <= HAK_SMALL_MAX) return NULL; /* a size class serves it better */

@@ -1,12 +1,15 @@
 /*
- * large.h — blocks above the largest size class (64 KiB).
+ * large.h — blocks above the largest size class (1 MiB).
  *
- * Owns: dedicated 4 MiB-aligned mappings, one per block, a 64-byte header
- * just below each user pointer, and a small bounded cache of freed mappings.
- * Promises: the user pointer lies in a region the ownership map marks
- * OWN_LARGE (or OWN_LARGE_FAR for alignments >= 4 MiB); freeing returns the
- * mapping to the cache or to the OS (munmap); realloc resizes with mremap,
- * moving pages instead of copying them. May call: os, ownmap, options.
+ * Owns: blocks up to 16 MiB carved from 64 MiB arenas (best fit at 64 KiB
+ * granules, coalescing, freed spans decommitted after the purge delay);
+ * bigger or more-than-64-KiB-aligned blocks in dedicated 4 MiB-aligned
+ * mappings with a small bounded cache; a 64-byte header just below each
+ * user pointer. Promises: the user pointer lies in a region the ownership map
+ * marks OWN_LARGE (or OWN_LARGE_FAR for alignments >= 4 MiB); dedicated
+ * mappings go back with munmap and are resized with mremap (pages move, no
+ * copy); arena blocks resize in place when their neighbour span is free.
+ * May call: os, ownmap, options.
  */
 #ifndef HAK_LARGE_H
 #define HAK_LARGE_H
