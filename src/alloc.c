@@ -265,5 +265,6 @@ void hak_collect_impl(bool force) {
   if (hak_opt.force_libc) return;
   heap_collect(force);
   large_purge(os_now_ms(), force);
+  ss_abandon_collect(force);
   if (force) ss_purge_cache(os_now_ms(), true);
 }

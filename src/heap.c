@@ -368,13 +368,11 @@ static void heap_abandon_all(hak_heap_t *h) {
         }
       }
       ss_list_remove(h, ss);
-      if (ss->free_mask == ss_all_mask(ss)) {
-        ss->heap = NULL;
-        ss_release(ss);
-      } else {
-        ss_purge_slabs(ss, 0, 0, true); /* a dead thread's free slabs are idle */
-        ss_abandon_push(ss);
-      }
+      /* Even a wholly free superslab goes to the abandoned list, still
+       * committed: threads come and go in bursts, and the next one adopts it
+       * warm instead of faulting its pages in again. The list decommits
+       * what stays unadopted past the purge delay. */
+      ss_abandon_push(ss);
       ss = next;
     }
   }

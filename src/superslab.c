@@ -109,13 +109,49 @@ void ss_purge_cache(uint64_t now_ms, bool force) {
   }
 }
 
+/* Under ss_abandon_lock: decommit idle free slabs of abandoned superslabs
+ * and release the wholly free ones idle for the purge delay (nobody owns
+ * them, and the lock keeps adopters away). */
+static void ss_abandon_purge_locked(uint64_t now, bool force) {
+  hak_superslab_t *release = NULL;
+  for (unsigned k = 0; k < SS_KINDS; k++) {
+    hak_superslab_t **link = &ss_abandoned[k];
+    while (*link != NULL) {
+      hak_superslab_t *ss = *link;
+      bool idle = force || now - ss->dirty_since_ms >= hak_opt.purge_delay_ms;
+      if (ss->free_mask == ss_all_mask(ss) && idle) {
+        __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
+        ss->next = release;
+        release = ss;
+        continue;
+      }
+      ss_purge_slabs(ss, now, hak_opt.purge_delay_ms, force);
+      link = &ss->next;
+    }
+  }
+  while (release != NULL) {
+    hak_superslab_t *n = release->next;
+    ss_release(release); /* takes only the cache lock */
+    release = n;
+  }
+}
+
 void ss_abandon_push(hak_superslab_t *ss) {
   ss->heap = NULL;
   ss->listed = 0;
+  uint64_t now = os_now_ms();
+  if (ss->dirty_mask == 0) ss->dirty_since_ms = now;
   pthread_mutex_lock(&ss_abandon_lock);
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
   __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
+  ss_abandon_purge_locked(now, false);
+  pthread_mutex_unlock(&ss_abandon_lock);
+}
+
+void ss_abandon_collect(bool force) {
+  pthread_mutex_lock(&ss_abandon_lock);
+  ss_abandon_purge_locked(os_now_ms(), force);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
 
@@ -181,13 +217,15 @@ void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, boo
   ss->dirty_mask = 0;
 }
 
+/* Lock order: abandon before cache (the abandoned-list purge releases
+ * superslabs into the cache while holding the abandon lock). */
 void ss_lock_all(void) {
-  pthread_mutex_lock(&ss_cache_lock);
   pthread_mutex_lock(&ss_abandon_lock);
+  pthread_mutex_lock(&ss_cache_lock);
 }
 void ss_unlock_all(void) {
-  pthread_mutex_unlock(&ss_abandon_lock);
   pthread_mutex_unlock(&ss_cache_lock);
+  pthread_mutex_unlock(&ss_abandon_lock);
 }
 void ss_reset_locks(void) {
   pthread_mutex_init(&ss_cache_lock, NULL);

@@ -102,6 +102,8 @@ void ss_release(hak_superslab_t *ss);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
 void ss_abandon_push(hak_superslab_t *ss);
 hak_superslab_t *ss_abandon_pop(unsigned kind);
+/* Decommit / release what sits idle on the abandoned lists. */
+void ss_abandon_collect(bool force);
 void ss_purge_cache(uint64_t now_ms, bool force);
 /* Initialise slab idx of ss for class cls, owned by owner. */
 hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
