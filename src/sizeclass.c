@@ -19,9 +19,10 @@ static uint32_t sc_size_of_class(unsigned c) {
 void sc_init(void) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     sc_size[c] = sc_size_of_class(c);
-    /* A refill carves about 16 KiB (at most 256 blocks): enough to amortise
-     * the slow path, little enough that fresh memory is touched lazily. */
-    uint32_t n = 16384u / sc_size[c];
+    /* A refill carves about one page (at least one block, at most 256):
+     * linking the blocks touches their memory, so a bigger batch would
+     * fault in pages the program may never use. */
+    uint32_t n = 4096u / sc_size[c];
     sc_batch[c] = (uint16_t)(n < 1 ? 1 : n > 256 ? 256 : n);
     sc_bucket_lo[c] = 1;
     sc_bucket_hi[c] = 0;
