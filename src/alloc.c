@@ -33,11 +33,7 @@ void *hak_alloc_slow(size_t size) {
     unsigned cls = sc_of(size);
     hak_slab_t *s = h->cur[cls];
     hak_block_t *b = s->free;
-    if (HAK_LIKELY(b != NULL)) {
-      s->free = b->next;
-      s->used++;
-      return b;
-    }
+    if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
     return heap_alloc_refill(h, cls);
   }
   return large_alloc(size, HAK_MIN_ALIGN, NULL);
@@ -55,22 +51,33 @@ static void *alloc_class(unsigned cls) {
   }
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
-  if (b != NULL) {
-    s->free = b->next;
-    s->used++;
-    return b;
-  }
+  if (b != NULL) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
 }
 
-#if HAK_DEBUG
-void hak_debug_check_free(hak_slab_t *s, void *p) {
+#if HAK_DEBUG || HAK_SECURE
+bool hak_check_free(hak_slab_t *s, void *p, bool local) {
   uint8_t *u = p;
-  HAK_ASSERT(u >= s->area && u < s->area + (size_t)s->carved * s->bsize);
-  HAK_ASSERT((size_t)(u - s->area) % s->bsize == 0);
+  if (u < s->area || u >= s->area + (size_t)s->capacity * s->bsize ||
+      (size_t)(u - s->area) % s->bsize != 0) {
+    hak_report("free", p, "invalid pointer");
+    return false;
+  }
+#if HAK_SECURE
+  (void)local; /* the bitmap is exact for everyone */
+  if (!ss_secure_mark_free(s, p)) {
+    hak_report("free", p, "double free of");
+    return false;
+  }
+#else
   unsigned n = 0;
-  for (hak_block_t *b = s->free; b != NULL && n < 4096; b = b->next, n++)
-    if (b == p) hak_report_invalid("free (double free)", p);
+  for (hak_block_t *b = local ? s->free : NULL; b != NULL && n < 4096; b = blk_next(b), n++)
+    if (b == p) {
+      hak_report("free", p, "double free of");
+      return false;
+    }
+#endif
+  return true;
 }
 #endif
 
@@ -90,13 +97,13 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
   hak_slab_t *s = ss_slab_of(p, shift);
   uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   if (HAK_UNLIKELY(!slab_block_plausible(s, owner, p))) {
-    hak_report_invalid(call, p);
+    hak_report(call, p, owner == OWNER_UNUSED ? "double free or invalid pointer" : "invalid pointer");
     return;
   }
-#if HAK_DEBUG
-  HAK_ASSERT((size_t)((uint8_t *)p - s->area) % s->bsize == 0);
-#endif
   hak_heap_t *h = hak_front.heap;
+#if HAK_DEBUG || HAK_SECURE
+  if (!hak_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)) return;
+#endif
   if (h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)
     heap_free_local(h, s, p, owner);
   else

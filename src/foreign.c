@@ -98,14 +98,25 @@ size_t foreign_usable_size(void *p) {
   return next(p);
 }
 
-void hak_report_invalid(const char *call, const void *p) {
+void hak_report(const char *call, const void *p, const char *what) {
   if (hak_opt.on_error == HAK_ON_ERROR_IGNORE) return;
   char buf[32];
   os_fmt_hex(buf, (uintptr_t)p);
   os_write_err("hakmem: ");
   os_write_err(call);
-  os_write_err("(): invalid pointer ");
+  os_write_err("(): ");
+  os_write_err(what);
+  os_write_err(" ");
   os_write_err(buf);
   os_write_err("\n");
   if (hak_opt.on_error == HAK_ON_ERROR_ABORT) abort();
+}
+
+void hak_report_corruption(const void *p) {
+  char buf[32];
+  os_fmt_hex(buf, (uintptr_t)p);
+  os_write_err("hakmem: heap corruption detected at ");
+  os_write_err(buf);
+  os_write_err(" (free list overwritten: use after free or overflow)\n");
+  abort();
 }

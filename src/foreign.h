@@ -24,7 +24,14 @@ size_t foreign_usable_size(void *p);
  * is readable and well-formed. */
 bool foreign_owns(const void *p);
 
-/* "hakmem: <call>(): invalid pointer 0x..." then HAKMEM_ON_ERROR. */
-void hak_report_invalid(const char *call, const void *p);
+/* "hakmem: <call>(): <what> 0x..." on stderr (no allocation), then what
+ * HAKMEM_ON_ERROR says: abort (default), warn (go on, the call does
+ * nothing) or ignore (not even the message). */
+void hak_report(const char *call, const void *p, const char *what);
+HAK_INLINE void hak_report_invalid(const char *call, const void *p) {
+  hak_report(call, p, "invalid pointer");
+}
+/* A free list was found corrupted (secure build): always aborts. */
+void hak_report_corruption(const void *p) __attribute__((noreturn));
 
 #endif

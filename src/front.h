@@ -19,8 +19,11 @@
 void *hak_alloc_slow(size_t size) HAK_NOINLINE;
 void hak_free_slow(void *p) HAK_NOINLINE;
 void hak_slab_emptied(hak_slab_t *s) HAK_NOINLINE;
-#if HAK_DEBUG
-void hak_debug_check_free(hak_slab_t *s, void *p) HAK_NOINLINE;
+#if HAK_DEBUG || HAK_SECURE
+/* Every free in debug and secure builds: false (after reporting) if p is not
+ * a live block of s. local: the caller owns s (only then may the debug
+ * build walk its free list). */
+bool hak_check_free(hak_slab_t *s, void *p, bool local) HAK_NOINLINE;
 #endif
 
 HAK_INLINE void *front_malloc(size_t size) {
@@ -29,11 +32,7 @@ HAK_INLINE void *front_malloc(size_t size) {
   size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
   hak_slab_t *s = hak_front.direct[bucket];
   hak_block_t *b = s->free;
-  if (HAK_LIKELY(b != NULL)) {
-    s->free = b->next;
-    s->used++;
-    return b;
-  }
+  if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
   return hak_alloc_slow(size);
 }
 
@@ -44,11 +43,11 @@ HAK_INLINE void front_free(void *p) {
     hak_slab_t *s = ss_slab_of(p, shift);
     if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) ==
                    (uintptr_t)hak_front.heap)) {
-#if HAK_DEBUG
-      hak_debug_check_free(s, p);
+#if HAK_DEBUG || HAK_SECURE
+      if (HAK_UNLIKELY(!hak_check_free(s, p, true))) return;
 #endif
       hak_block_t *b = p;
-      b->next = s->free;
+      blk_set_next(b, s->free);
       s->free = b;
       if (HAK_UNLIKELY(--s->used == 0)) hak_slab_emptied(s);
       return;

@@ -4,6 +4,7 @@
  * free (see heap.h for the contract).
  */
 #include "heap.h"
+#include "foreign.h"
 #include "options.h"
 #include "os.h"
 #include "remote.h"
@@ -236,7 +237,11 @@ void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s) {
 }
 
 void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner) {
-  b->next = s->free;
+  if (HAK_UNLIKELY(b == s->free)) { /* the cheap double-free check */
+    hak_report("free", b, "double free of");
+    return;
+  }
+  blk_set_next(b, s->free);
   s->free = b;
   s->used--;
   if (owner & OWNER_FULL) {
@@ -254,7 +259,7 @@ void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t own
 static void heap_drain_delayed(hak_heap_t *h, bool close) {
   hak_block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
-    hak_block_t *next = b->next;
+    hak_block_t *next = blk_next(b);
     hak_slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if ((owner & ~OWNER_FULL) == (uintptr_t)h)
@@ -341,10 +346,7 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  hak_block_t *b = s->free;
-  s->free = b->next;
-  s->used++;
-  return b;
+  return slab_pop(s, s->free);
 }
 
 /* ---- thread exit --------------------------------------------------------- */

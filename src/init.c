@@ -8,6 +8,7 @@
 #include "os.h"
 #include "sizeclass.h"
 #include "superslab.h"
+#include "os.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -38,6 +39,10 @@ void hak_process_init_slow(void) {
   int expect = 0;
   if (atomic_compare_exchange_strong(&hak_init_state, &expect, 1)) {
     os_init();
+#if HAK_SECURE
+    if (!os_random(&hak_link_key, sizeof hak_link_key)) hak_link_key = (uintptr_t)os_now_ms() * 0x9E3779B97F4A7C15ull;
+    hak_link_key |= 1;
+#endif
     options_init();
     sc_init();
     heap_process_init();

@@ -52,6 +52,14 @@
  * start-up (os_init) and must not exceed it for the slab layout. */
 #define HAK_PAGE_MAX      ((size_t)65536)
 
+/* Secure build (-DHAKMEM_SECURE=ON): encoded free-list links, guard pages,
+ * shuffled fresh blocks, an allocation bitmap checked on every free. */
+#if defined(HAKMEM_SECURE) && HAKMEM_SECURE
+#define HAK_SECURE 1
+#else
+#define HAK_SECURE 0
+#endif
+
 #if defined(HAKMEM_DEBUG) && HAKMEM_DEBUG
 #define HAK_DEBUG 1
 void hak_assert_fail(const char *expr, const char *file, int line);

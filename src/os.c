@@ -96,6 +96,12 @@ void *os_map_aligned(size_t size, size_t align) {
 
 void os_unmap(void *p, size_t size) { os_munmap_raw(p, size); }
 
+void os_protect_none(void *p, size_t size) {
+  int saved = errno;
+  mprotect(p, size, PROT_NONE);
+  errno = saved;
+}
+
 void os_decommit(void *p, size_t size) {
   if (size == 0) return;
   int saved = errno;

@@ -32,6 +32,8 @@ void *os_map(size_t size);
  * >= page size). */
 void *os_map_aligned(size_t size, size_t align);
 void os_unmap(void *p, size_t size);
+/* Make pages inaccessible (guard pages of the secure build). */
+void os_protect_none(void *p, size_t size);
 /* Give the pages back; they read as zero when touched again. */
 void os_decommit(void *p, size_t size);
 /* Resize a mapping without moving it. */

@@ -20,14 +20,14 @@ void remote_free(hak_slab_t *s, hak_block_t *b) {
         hak_heap_t *h = (hak_heap_t *)(owner & ~OWNER_FULL);
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
         while (d != HEAP_DELAYED_CLOSED) {
-          b->next = (hak_block_t *)d;
+          blk_set_next(b, (hak_block_t *)d);
           if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)b,
                                                     memory_order_release, memory_order_relaxed))
             return;
         }
       }
     }
-    b->next = (hak_block_t *)(tf & ~TF_DELAYED);
+    blk_set_next(b, (hak_block_t *)(tf & ~TF_DELAYED));
     if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf,
                                               (uintptr_t)b | (tf & TF_DELAYED),
                                               memory_order_release, memory_order_relaxed))
@@ -42,11 +42,8 @@ unsigned remote_collect(hak_slab_t *s) {
   if (head == NULL) return 0;
   unsigned n = 1;
   hak_block_t *last = head;
-  while (last->next != NULL) {
-    last = last->next;
-    n++;
-  }
-  last->next = s->free;
+  for (hak_block_t *nx; (nx = blk_next(last)) != NULL; last = nx) n++;
+  blk_set_next(last, s->free);
   s->free = head;
   HAK_ASSERT(s->used >= n);
   s->used = (uint16_t)(s->used - n);

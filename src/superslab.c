@@ -16,6 +16,39 @@
 
 #define SS_CACHE_MAX 8
 
+#if HAK_SECURE
+uintptr_t hak_link_key;
+/* Secure layout inside the header slab: descriptors, a guard page, then
+ * the allocation bitmaps (64 words per slab). The last page of the
+ * superslab is a guard too, so the last slab is left unused. */
+#define SS_GUARD_OFFSET ((size_t)8192)
+#define SS_BITMAP_OFFSET ((size_t)16384)
+
+static _Atomic uint64_t *ss_bitmap(hak_slab_t *s) {
+  return (_Atomic uint64_t *)((uint8_t *)ss_of_slab(s) + SS_BITMAP_OFFSET) + (size_t)s->index * 64;
+}
+
+static bool ss_block_index(hak_slab_t *s, const void *p, size_t *idx) {
+  size_t off = (size_t)((const uint8_t *)p - s->area);
+  *idx = off / s->bsize;
+  return (const uint8_t *)p >= s->area && off % s->bsize == 0 && *idx < s->capacity;
+}
+
+bool ss_secure_mark_alloc(hak_slab_t *s, const void *p) {
+  size_t i;
+  if (!ss_block_index(s, p, &i)) return false;
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  return !(atomic_fetch_or_explicit(&ss_bitmap(s)[i >> 6], bit, memory_order_relaxed) & bit);
+}
+
+bool ss_secure_mark_free(hak_slab_t *s, const void *p) {
+  size_t i;
+  if (!ss_block_index(s, p, &i)) return false;
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  return (atomic_fetch_and_explicit(&ss_bitmap(s)[i >> 6], ~bit, memory_order_relaxed) & bit) != 0;
+}
+#endif
+
 static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
@@ -30,6 +63,11 @@ static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
                                             : HAK_BIG_SLAB_SHIFT;
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
+#if HAK_SECURE
+  if (kind != SS_KIND_BIG) ss->nslabs--; /* its last page is the guard */
+  os_protect_none((uint8_t *)ss + SS_GUARD_OFFSET, os_page_size);
+  os_protect_none((uint8_t *)ss + HAK_SS_SIZE - os_page_size, os_page_size);
+#endif
   ss->listed = 0;
   ss->heap = NULL;
   ss->next = ss->prev = NULL;
@@ -175,7 +213,12 @@ hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintpt
   s->used = 0;
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);
-  s->capacity = (uint16_t)((((size_t)1 << ss->slab_shift) - off) / s->bsize);
+  size_t room = ((size_t)1 << ss->slab_shift) - off;
+#if HAK_SECURE
+  if (ss->kind == SS_KIND_BIG) room -= HAK_PAGE_MAX; /* keep clear of the end guard */
+  memset((uint8_t *)ss + SS_BITMAP_OFFSET + (size_t)idx * 64 * sizeof(uint64_t), 0, 64 * sizeof(uint64_t));
+#endif
+  s->capacity = (uint16_t)(room / s->bsize);
   s->carved = 0;
   s->cls = (uint8_t)cls;
   s->in_partial = 0;
@@ -194,10 +237,33 @@ void ss_slab_carve(hak_slab_t *s) {
   HAK_ASSERT(n > 0 && s->free == NULL);
   size_t bs = s->bsize;
   uint8_t *first = s->area + (size_t)s->carved * bs;
+#if HAK_SECURE
+  /* Link the batch in a random order, so the addresses of consecutive
+   * allocations are not predictable. */
+  static HAK_TLS uint64_t rng;
+  if (rng == 0) rng = hak_link_key | 1;
+  uint16_t order[256];
+  for (unsigned i = 0; i < n; i++) order[i] = (uint16_t)i;
+  for (unsigned i = n - 1; i > 0; i--) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    unsigned j = (unsigned)(rng % (i + 1));
+    uint16_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  hak_block_t *head = NULL;
+  for (unsigned i = 0; i < n; i++) {
+    hak_block_t *b = (hak_block_t *)(first + (size_t)order[i] * bs);
+    blk_set_next(b, head);
+    head = b;
+  }
+  s->free = head;
+#else
   uint8_t *p = first;
-  for (unsigned i = 1; i < n; i++, p += bs) ((hak_block_t *)p)->next = (hak_block_t *)(p + bs);
-  ((hak_block_t *)p)->next = NULL;
+  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((hak_block_t *)p, (hak_block_t *)(p + bs));
+  blk_set_next((hak_block_t *)p, NULL);
   s->free = (hak_block_t *)first;
+#endif
   s->carved = (uint16_t)(s->carved + n);
 }
 

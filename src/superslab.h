@@ -55,6 +55,22 @@ typedef struct hak_slab {
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 
+/* Free-list links. The secure build stores them XOR-ed with a per-process
+ * random key and the slot's address (as glibc's safe-linking does with the
+ * address), so a use-after-free write cannot forge a pointer. */
+#if HAK_SECURE
+extern uintptr_t hak_link_key;
+HAK_INLINE hak_block_t *blk_next(const hak_block_t *b) {
+  return (hak_block_t *)((uintptr_t)b->next ^ hak_link_key ^ ((uintptr_t)b >> 12));
+}
+HAK_INLINE void blk_set_next(hak_block_t *b, hak_block_t *n) {
+  b->next = (hak_block_t *)((uintptr_t)n ^ hak_link_key ^ ((uintptr_t)b >> 12));
+}
+#else
+HAK_INLINE hak_block_t *blk_next(const hak_block_t *b) { return b->next; }
+HAK_INLINE void blk_set_next(hak_block_t *b, hak_block_t *n) { b->next = n; }
+#endif
+
 enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
 #define SS_MAGIC 0x48414b53u /* "HAKS" */
 
@@ -93,6 +109,26 @@ HAK_INLINE uint64_t ss_all_mask(const hak_superslab_t *ss) {
 }
 /* Where slab idx's blocks start: its base, or past the header in slab 0. */
 HAK_INLINE size_t ss_area_offset(unsigned idx) { return idx == 0 ? HAK_BIG_AREA_OFFSET : 0; }
+
+#if HAK_SECURE
+/* Allocation bitmap of each slab (bit set = block handed out), kept in the
+ * header slab behind a guard page. Returns false when the block is not a
+ * block start or, on free, not allocated (double or invalid free). */
+bool ss_secure_mark_alloc(hak_slab_t *s, const void *p);
+bool ss_secure_mark_free(hak_slab_t *s, const void *p);
+#endif
+
+/* Take b (== s->free) off the slab's free list. */
+HAK_INLINE hak_block_t *slab_pop(hak_slab_t *s, hak_block_t *b) {
+  s->free = blk_next(b);
+  s->used++;
+#if HAK_SECURE
+  extern void hak_report_corruption(const void *p);
+  if (HAK_UNLIKELY((s->free != NULL && ss_of(s->free) != ss_of(b)) || !ss_secure_mark_alloc(s, b)))
+    hak_report_corruption(b);
+#endif
+  return b;
+}
 
 /* A fresh or cached superslab of the kind, header initialised, all slabs
  * free, registered in the ownership map. NULL when the OS refuses. */
