@@ -14,6 +14,7 @@
 #define HAKMEM_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +59,44 @@ HAK_API int hak_owns(const void *ptr);
 
 /* Release memory held in caches and free slabs back to the OS now. */
 HAK_API void hak_collect(int force);
+
+/* Statistics (docs/stats.md explains every field). Always available at no
+ * hot-path cost: OS-level figures and per-class figures computed on demand
+ * from slab metadata (a snapshot: other threads keep running). The event
+ * counters (allocs .. slow_allocs) are nonzero only in a statistics build
+ * (-DHAKMEM_STATS=ON). Versioned: set size = sizeof(struct hak_stats)
+ * before calling; fields beyond the caller's size are not written. */
+#define HAK_STATS_VERSION 1
+#define HAK_STATS_CLASSES 64
+
+struct hak_class_stats {
+  size_t block_size;      /* bytes per block */
+  size_t slabs;           /* slabs serving the class */
+  size_t blocks_in_use;   /* handed out (or freed remotely, not yet collected) */
+  size_t blocks_capacity; /* blocks those slabs hold */
+  size_t allocs, frees;   /* statistics build only */
+};
+
+struct hak_stats {
+  size_t size;            /* in: sizeof(struct hak_stats) */
+  unsigned version;       /* out: HAK_STATS_VERSION */
+  unsigned nclasses;      /* out: classes filled in */
+  /* OS level */
+  size_t mapped_bytes, mapped_peak_bytes, purged_bytes;
+  size_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+  size_t superslabs, superslabs_abandoned, superslabs_cached;
+  /* small blocks (size classes) */
+  size_t small_bytes_in_use, small_bytes_reserved;
+  /* large blocks */
+  size_t large_arenas, large_arena_bytes_in_use;
+  size_t large_mappings, large_mapping_bytes, large_cached, large_cached_bytes;
+  /* statistics build (zero otherwise) */
+  size_t allocs, frees, slow_allocs, refills, remote_frees, threads_exited;
+  struct hak_class_stats classes[HAK_STATS_CLASSES];
+};
+
+HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */
+HAK_API void hak_stats_print(FILE *out);
 
 /* "MAJOR.MINOR.PATCH" plus build flavour, e.g. "0.1.0 release". */
 HAK_API const char *hak_version(void);

@@ -21,6 +21,8 @@
 void *hak_alloc_slow(size_t size) {
   hak_ensure_init();
   if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_malloc(size);
+  HAK_STAT(ST_SLOW);
+  HAK_STAT(ST_ALLOC);
   hak_heap_t *h = hak_front.heap;
   if (HAK_UNLIKELY(h == NULL)) {
     h = heap_thread_init();
@@ -101,13 +103,17 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
     return;
   }
   hak_heap_t *h = hak_front.heap;
+  HAK_STAT(ST_FREE);
+  HAK_STAT_CLS(cls_free, s->cls);
 #if HAK_DEBUG || HAK_SECURE
   if (!hak_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)) return;
 #endif
-  if (h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)
+  if (h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h) {
     heap_free_local(h, s, p, owner);
-  else
+  } else {
+    HAK_STAT(ST_REMOTE);
     remote_free(s, p);
+  }
 }
 
 static void free_any(void *p, const char *call) {

@@ -14,6 +14,9 @@
 #include "init.h"
 #include "ownmap.h"
 
+#include <errno.h>
+#include <string.h>
+
 HAK_EXPORT void *hak_malloc(size_t size) { return front_malloc(size); }
 HAK_EXPORT void hak_free(void *p) { front_free(p); }
 HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return hak_calloc_impl(n, size); }
@@ -73,6 +76,70 @@ HAK_ALIAS(memalign, hak_memalign);
 HAK_ALIAS(posix_memalign, hak_posix_memalign);
 HAK_ALIAS(valloc, hak_valloc);
 HAK_ALIAS(pvalloc, hak_pvalloc);
-HAK_ALIAS(malloc_usable_size, hak_usable_size);
 HAK_ALIAS(cfree, hak_free);
+
+/* glibc's introspection calls, answered from hakmem's figures. */
+#include <malloc.h>
+/* A function, not an alias: glibc declares it without const. */
+HAK_EXPORT size_t malloc_usable_size(void *p) { return hak_usable_size_impl(p); }
+HAK_EXPORT void malloc_stats(void) { hak_stats_print(stderr); }
+
+HAK_EXPORT struct mallinfo2 mallinfo2(void) {
+  struct hak_stats st;
+  st.size = sizeof st;
+  hak_stats_get(&st);
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = st.small_bytes_reserved + st.large_arenas * ((size_t)64 << 20);
+  mi.ordblks = st.superslabs;
+  mi.hblks = st.large_mappings;
+  mi.hblkhd = st.large_mapping_bytes;
+  mi.uordblks = st.small_bytes_in_use + st.large_arena_bytes_in_use;
+  mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
+  return mi;
+}
+
+HAK_EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = (int)m2.arena;
+  mi.ordblks = (int)m2.ordblks;
+  mi.hblks = (int)m2.hblks;
+  mi.hblkhd = (int)m2.hblkhd;
+  mi.uordblks = (int)m2.uordblks;
+  mi.fordblks = (int)m2.fordblks;
+  return mi;
+}
+
+HAK_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  struct hak_stats before, after;
+  before.size = after.size = sizeof before;
+  hak_stats_get(&before);
+  hak_collect_impl(true);
+  hak_stats_get(&after);
+  return after.purged_bytes > before.purged_bytes || after.mapped_bytes < before.mapped_bytes;
+}
+
+HAK_EXPORT int malloc_info(int options, FILE *fp) {
+  if (options != 0 || fp == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct hak_stats st;
+  st.size = sizeof st;
+  hak_stats_get(&st);
+  fprintf(fp, "<malloc version=\"hakmem-%s\">\n", hak_version());
+  for (unsigned c = 0; c < st.nclasses; c++)
+    if (st.classes[c].slabs)
+      fprintf(fp, "<size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n",
+              st.classes[c].block_size, st.classes[c].block_size,
+              st.classes[c].blocks_capacity - st.classes[c].blocks_in_use, st.classes[c].blocks_in_use);
+  fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", st.large_mappings, st.large_mapping_bytes);
+  fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", st.mapped_bytes);
+  fprintf(fp, "<system type=\"max\" size=\"%zu\"/>\n", st.mapped_peak_bytes);
+  fprintf(fp, "</malloc>\n");
+  return 0;
+}
 #endif

@@ -14,6 +14,7 @@
 
 #include "heap.h"
 #include "ownmap.h"
+#include "stats.h"
 #include "superslab.h"
 
 void *hak_alloc_slow(size_t size) HAK_NOINLINE;
@@ -32,7 +33,11 @@ HAK_INLINE void *front_malloc(size_t size) {
   size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
   hak_slab_t *s = hak_front.direct[bucket];
   hak_block_t *b = s->free;
-  if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
+  if (HAK_LIKELY(b != NULL)) {
+    HAK_STAT(ST_ALLOC);
+    HAK_STAT_CLS(cls_alloc, s->cls);
+    return slab_pop(s, b);
+  }
   return hak_alloc_slow(size);
 }
 
@@ -46,6 +51,8 @@ HAK_INLINE void front_free(void *p) {
 #if HAK_DEBUG || HAK_SECURE
       if (HAK_UNLIKELY(!hak_check_free(s, p, true))) return;
 #endif
+      HAK_STAT(ST_FREE);
+      HAK_STAT_CLS(cls_free, s->cls);
       hak_block_t *b = p;
       blk_set_next(b, s->free);
       s->free = b;

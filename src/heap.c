@@ -9,6 +9,7 @@
 #include "os.h"
 #include "remote.h"
 #include "sizeclass.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -315,6 +316,7 @@ void heap_collect(bool force) {
 /* ---- refill -------------------------------------------------------------- */
 
 void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
+  HAK_STAT(ST_REFILL);
   heap_maintain(h);
   hak_slab_t *s = h->cur[cls];
   for (;;) {
@@ -384,6 +386,7 @@ static void heap_thread_exit(void *arg) {
   hak_heap_t *h = arg;
   if (h == NULL || hak_front.heap != h) return;
   heap_drain_delayed(h, true);
+  stats_thread_merge();
   for (unsigned b = 0; b < HAK_DIRECT_N; b++) hak_front.direct[b] = &hak_empty_slab;
   hak_front.heap = NULL;
   heap_abandon_all(h);

@@ -70,6 +70,7 @@ typedef struct large_slot {
 } large_slot_t;
 
 static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic size_t large_live_maps, large_live_map_bytes; /* dedicated, in use */
 static large_slot_t large_cache[LARGE_CACHE_SLOTS];
 static unsigned large_cache_n;
 static size_t large_cache_bytes;
@@ -304,6 +305,8 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   h->off = off;
   h->live = 1;
   h->arena = NULL;
+  atomic_fetch_add_explicit(&large_live_maps, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_live_map_bytes, map_size, memory_order_relaxed);
   large_register(user);
   if (zeroed) *zeroed = fresh;
   return user;
@@ -350,6 +353,8 @@ void large_free(void *p, unsigned v, const char *call) {
     if (due) large_purge(now, false);
     return;
   }
+  atomic_fetch_sub_explicit(&large_live_maps, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&large_live_map_bytes, size, memory_order_relaxed);
   ownmap_set(p, OWN_NONE);
   large_slot_t drop[LARGE_CACHE_SLOTS + 1];
   unsigned nd = 0;
@@ -431,11 +436,15 @@ void *large_realloc(void *p, unsigned v, size_t size) {
   if (need <= h->map_size) {
     if (need >= h->map_size / 2) return p;
     if (size <= HAK_SMALL_MAX) return NULL; /* a size class serves it better */
-    if (os_remap_inplace(h->base, h->map_size, need)) h->map_size = need;
+    if (os_remap_inplace(h->base, h->map_size, need)) {
+      atomic_fetch_sub_explicit(&large_live_map_bytes, h->map_size - need, memory_order_relaxed);
+      h->map_size = need;
+    }
     return p;
   }
   if (size <= HAK_SMALL_MAX) return NULL;
   if (os_remap_inplace(h->base, h->map_size, need)) {
+    atomic_fetch_add_explicit(&large_live_map_bytes, need - h->map_size, memory_order_relaxed);
     h->map_size = need;
     return p;
   }
@@ -452,6 +461,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
   large_hdr_t *nh = large_hdr_of(user);
   nh->base = target;
   nh->map_size = need;
+  atomic_fetch_add_explicit(&large_live_map_bytes, need - old_size, memory_order_relaxed);
   large_register(user);
   return user;
 }
@@ -460,6 +470,20 @@ size_t large_usable_size(const void *p, unsigned v) {
   if (!large_valid(p, v)) return 0;
   const large_hdr_t *h = large_hdr_of(p);
   return h->map_size - h->off;
+}
+
+void large_stats(large_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&large_lock);
+  for (large_arena_t *a = large_arenas; a != NULL; a = a->next) {
+    out->arenas++;
+    out->arena_bytes_used += (size_t)(a->used - 1) << ARENA_GRAN_SHIFT;
+  }
+  out->cached = large_cache_n;
+  out->cached_bytes = large_cache_bytes;
+  pthread_mutex_unlock(&large_lock);
+  out->mappings = atomic_load_explicit(&large_live_maps, memory_order_relaxed);
+  out->mapping_bytes = atomic_load_explicit(&large_live_map_bytes, memory_order_relaxed);
 }
 
 void large_lock_all(void) { pthread_mutex_lock(&large_lock); }

@@ -28,6 +28,13 @@ size_t large_usable_size(const void *p, unsigned v);
 /* Unmap cached mappings idle for the purge delay (all if force). */
 void large_purge(uint64_t now_ms, bool force);
 
+typedef struct large_stats {
+  size_t arenas, arena_bytes_used;     /* 64 MiB arenas, bytes in live blocks */
+  size_t mappings, mapping_bytes;      /* dedicated mappings in use */
+  size_t cached, cached_bytes;         /* freed mappings kept for reuse */
+} large_stats_t;
+void large_stats(large_stats_t *out);
+
 void large_lock_all(void);
 void large_unlock_all(void);
 void large_reset_locks(void);

@@ -42,6 +42,7 @@ static const opt_desc_t opt_table[] = {
      "what an invalid free/realloc does after it is reported"},
     {"LARGE_CACHE", OPT_SIZE, &hak_opt.large_cache_bytes, NULL,
      "bytes of freed large mappings kept for reuse (K/M/G suffixes)"},
+    {"STATS", OPT_BOOL, &hak_opt.stats, NULL, "print the statistics report (docs/stats.md) at exit"},
 };
 
 static const char *opt_lookup(const char *name) {

@@ -18,6 +18,7 @@ typedef struct hak_options {
   bool verbose;             /* HAKMEM_VERBOSE */
   int on_error;             /* HAKMEM_ON_ERROR: 0 abort, 1 warn, 2 ignore */
   size_t large_cache_bytes; /* HAKMEM_LARGE_CACHE: bytes of freed large mappings kept */
+  bool stats;               /* HAKMEM_STATS: print the statistics report at exit */
 } hak_options_t;
 
 enum { HAK_ON_ERROR_ABORT = 0, HAK_ON_ERROR_WARN = 1, HAK_ON_ERROR_IGNORE = 2 };

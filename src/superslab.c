@@ -50,6 +50,11 @@ bool ss_secure_mark_free(hak_slab_t *s, const void *p) {
 #endif
 
 static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Registry of live superslabs, for statistics only: touched once per 4 MiB
+ * acquired or released. */
+static pthread_mutex_t ss_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_superslab_t *ss_registry;
+static size_t ss_live, ss_abandoned_n;
 static hak_superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
 static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,6 +103,13 @@ hak_superslab_t *ss_acquire(unsigned kind) {
     if (ss == NULL) return NULL;
   }
   ss_header_init(ss, kind);
+  pthread_mutex_lock(&ss_registry_lock);
+  ss->all_prev = NULL;
+  ss->all_next = ss_registry;
+  if (ss_registry) ss_registry->all_prev = ss;
+  ss_registry = ss;
+  ss_live++;
+  pthread_mutex_unlock(&ss_registry_lock);
   ownmap_set(ss, ss->slab_shift);
   return ss;
 }
@@ -109,6 +121,14 @@ void ss_release(hak_superslab_t *ss) {
     HAK_ASSERT(atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed) == OWNER_UNUSED);
 #endif
   ownmap_set(ss, OWN_NONE);
+  pthread_mutex_lock(&ss_registry_lock);
+  if (ss->all_prev)
+    ss->all_prev->all_next = ss->all_next;
+  else
+    ss_registry = ss->all_next;
+  if (ss->all_next) ss->all_next->all_prev = ss->all_prev;
+  ss_live--;
+  pthread_mutex_unlock(&ss_registry_lock);
   ss->magic = 0;
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
   if (keep) {
@@ -158,6 +178,8 @@ static void ss_abandon_purge_locked(uint64_t now, bool force) {
       hak_superslab_t *ss = *link;
       bool idle = force || now - ss->dirty_since_ms >= hak_opt.purge_delay_ms;
       if (ss->free_mask == ss_all_mask(ss) && idle) {
+        ss_abandoned_n--;
+        ss->abandoned = 0;
         __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
         ss->next = release;
         release = ss;
@@ -169,7 +191,7 @@ static void ss_abandon_purge_locked(uint64_t now, bool force) {
   }
   while (release != NULL) {
     hak_superslab_t *n = release->next;
-    ss_release(release); /* takes only the cache lock */
+    ss_release(release); /* takes the registry and cache locks, never nested */
     release = n;
   }
 }
@@ -177,9 +199,11 @@ static void ss_abandon_purge_locked(uint64_t now, bool force) {
 void ss_abandon_push(hak_superslab_t *ss) {
   ss->heap = NULL;
   ss->listed = 0;
+  ss->abandoned = 1;
   uint64_t now = os_now_ms();
   if (ss->dirty_mask == 0) ss->dirty_since_ms = now;
   pthread_mutex_lock(&ss_abandon_lock);
+  ss_abandoned_n++;
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
   __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
@@ -197,7 +221,11 @@ hak_superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
   hak_superslab_t *ss = ss_abandoned[kind];
-  if (ss) __atomic_store_n(&ss_abandoned[kind], ss->next, __ATOMIC_RELAXED);
+  if (ss) {
+    __atomic_store_n(&ss_abandoned[kind], ss->next, __ATOMIC_RELAXED);
+    ss_abandoned_n--;
+    ss->abandoned = 0;
+  }
   pthread_mutex_unlock(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
@@ -283,17 +311,40 @@ void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, boo
   ss->dirty_mask = 0;
 }
 
+void ss_for_each(void (*fn)(const hak_superslab_t *ss, void *arg), void *arg) {
+  pthread_mutex_lock(&ss_registry_lock);
+  for (hak_superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) fn(ss, arg);
+  pthread_mutex_unlock(&ss_registry_lock);
+}
+
+ss_counts_t ss_counts(void) {
+  ss_counts_t c;
+  pthread_mutex_lock(&ss_registry_lock);
+  c.live = ss_live;
+  pthread_mutex_unlock(&ss_registry_lock);
+  pthread_mutex_lock(&ss_abandon_lock);
+  c.abandoned = ss_abandoned_n;
+  pthread_mutex_unlock(&ss_abandon_lock);
+  pthread_mutex_lock(&ss_cache_lock);
+  c.cached = ss_cache_count;
+  pthread_mutex_unlock(&ss_cache_lock);
+  return c;
+}
+
 /* Lock order: abandon before cache (the abandoned-list purge releases
  * superslabs into the cache while holding the abandon lock). */
 void ss_lock_all(void) {
   pthread_mutex_lock(&ss_abandon_lock);
   pthread_mutex_lock(&ss_cache_lock);
+  pthread_mutex_lock(&ss_registry_lock);
 }
 void ss_unlock_all(void) {
+  pthread_mutex_unlock(&ss_registry_lock);
   pthread_mutex_unlock(&ss_cache_lock);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
 void ss_reset_locks(void) {
   pthread_mutex_init(&ss_cache_lock, NULL);
   pthread_mutex_init(&ss_abandon_lock, NULL);
+  pthread_mutex_init(&ss_registry_lock, NULL);
 }

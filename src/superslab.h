@@ -87,11 +87,15 @@ typedef struct hak_superslab {
   uint64_t dirty_mask;        /* free slabs whose pages may be resident */
   uint64_t dirty_since_ms;    /* when the oldest dirty slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
-  uint8_t pad[64 - 57];
+  uint8_t abandoned;          /* on the abandoned list */
+  uint8_t pad1[6];
+  struct hak_superslab *all_next; /* registry of live superslabs (statistics) */
+  struct hak_superslab *all_prev;
+  uint8_t pad2[128 - 80];
   hak_slab_t slabs[HAK_MAX_SLABS];
 } hak_superslab_t;
 
-#define SS_SLABS_OFFSET 64
+#define SS_SLABS_OFFSET 128
 _Static_assert(__builtin_offsetof(hak_superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
 
 HAK_INLINE hak_superslab_t *ss_of(const void *p) {
@@ -147,6 +151,14 @@ hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintpt
 void ss_slab_carve(hak_slab_t *s);
 /* Decommit free slabs that have been idle for delay_ms (all if force). */
 void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force);
+
+/* Statistics: visit every live superslab (registry lock held; the slab
+ * fields read are a racy snapshot, good enough for reporting). */
+void ss_for_each(void (*fn)(const hak_superslab_t *ss, void *arg), void *arg);
+typedef struct ss_counts {
+  size_t live, abandoned, cached;
+} ss_counts_t;
+ss_counts_t ss_counts(void);
 
 void ss_lock_all(void);
 void ss_unlock_all(void);

@@ -1,0 +1,171 @@
+/*
+ * stats.c — statistics snapshot and report (see stats.h).
+ *
+ * The report is formatted into a caller buffer with snprintf and written
+ * with write(2) (at exit) or fputs (hak_stats_print), never while a lock of
+ * the allocator is held, since stdio may allocate.
+ */
+#include "stats.h"
+
+#include "hakmem.h"
+#include "large.h"
+#include "options.h"
+#include "os.h"
+#include "sizeclass.h"
+#include "superslab.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#if HAK_STATS_BUILD
+HAK_TLS hak_tstats_t hak_tstats;
+static _Atomic uint64_t st_total[ST_N], st_cls_alloc[HAK_NCLASS], st_cls_free[HAK_NCLASS];
+static _Atomic uint64_t st_threads_exited;
+
+void stats_thread_merge(void) {
+  for (int i = 0; i < ST_N; i++) {
+    atomic_fetch_add_explicit(&st_total[i], hak_tstats.ev[i], memory_order_relaxed);
+    hak_tstats.ev[i] = 0;
+  }
+  for (int c = 0; c < HAK_NCLASS; c++) {
+    atomic_fetch_add_explicit(&st_cls_alloc[c], hak_tstats.cls_alloc[c], memory_order_relaxed);
+    atomic_fetch_add_explicit(&st_cls_free[c], hak_tstats.cls_free[c], memory_order_relaxed);
+    hak_tstats.cls_alloc[c] = hak_tstats.cls_free[c] = 0;
+  }
+  atomic_fetch_add_explicit(&st_threads_exited, 1, memory_order_relaxed);
+}
+#endif
+
+static void stats_visit(const hak_superslab_t *ss, void *arg) {
+  struct hak_stats *st = arg;
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+    if (ss->free_mask & ((uint64_t)1 << i)) continue;
+    const hak_slab_t *s = &ss->slabs[i];
+    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_RELAXED);
+    if (c >= HAK_NCLASS) continue;
+    size_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+    size_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
+    st->classes[c].slabs++;
+    st->classes[c].blocks_in_use += used;
+    st->classes[c].blocks_capacity += cap;
+    st->small_bytes_in_use += used * sc_size[c];
+    st->small_bytes_reserved += cap * sc_size[c];
+  }
+}
+
+HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
+  if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
+  struct hak_stats st;
+  memset(&st, 0, sizeof st);
+  st.size = out->size;
+  st.version = HAK_STATS_VERSION;
+  st.nclasses = HAK_NCLASS;
+  st.mapped_bytes = atomic_load_explicit(&os_stats.mapped, memory_order_relaxed);
+  st.mapped_peak_bytes = atomic_load_explicit(&os_stats.mapped_peak, memory_order_relaxed);
+  st.purged_bytes = atomic_load_explicit(&os_stats.purged, memory_order_relaxed);
+  st.mmap_calls = atomic_load_explicit(&os_stats.mmap_calls, memory_order_relaxed);
+  st.munmap_calls = atomic_load_explicit(&os_stats.munmap_calls, memory_order_relaxed);
+  st.madvise_calls = atomic_load_explicit(&os_stats.madvise_calls, memory_order_relaxed);
+  st.mremap_calls = atomic_load_explicit(&os_stats.mremap_calls, memory_order_relaxed);
+  ss_counts_t sc = ss_counts();
+  st.superslabs = sc.live;
+  st.superslabs_abandoned = sc.abandoned;
+  st.superslabs_cached = sc.cached;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) st.classes[c].block_size = sc_size[c];
+  ss_for_each(stats_visit, &st);
+  large_stats_t ls;
+  large_stats(&ls);
+  st.large_arenas = ls.arenas;
+  st.large_arena_bytes_in_use = ls.arena_bytes_used;
+  st.large_mappings = ls.mappings;
+  st.large_mapping_bytes = ls.mapping_bytes;
+  st.large_cached = ls.cached;
+  st.large_cached_bytes = ls.cached_bytes;
+#if HAK_STATS_BUILD
+  uint64_t ev[ST_N];
+  for (int i = 0; i < ST_N; i++)
+    ev[i] = atomic_load_explicit(&st_total[i], memory_order_relaxed) + hak_tstats.ev[i];
+  st.allocs = ev[ST_ALLOC];
+  st.frees = ev[ST_FREE];
+  st.slow_allocs = ev[ST_SLOW];
+  st.refills = ev[ST_REFILL];
+  st.remote_frees = ev[ST_REMOTE];
+  st.threads_exited = atomic_load_explicit(&st_threads_exited, memory_order_relaxed);
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    st.classes[c].allocs = atomic_load_explicit(&st_cls_alloc[c], memory_order_relaxed) + hak_tstats.cls_alloc[c];
+    st.classes[c].frees = atomic_load_explicit(&st_cls_free[c], memory_order_relaxed) + hak_tstats.cls_free[c];
+  }
+#endif
+  memcpy(out, &st, out->size < sizeof st ? out->size : sizeof st);
+  return 0;
+}
+
+#define KIB(x) ((double)(x) / 1024.0)
+
+typedef struct sbuf {
+  char *buf;
+  size_t cap, n;
+} sbuf_t;
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const char *fmt, ...) {
+  if (b->n + 1 >= b->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(b->buf + b->n, b->cap - b->n, fmt, ap);
+  va_end(ap);
+  if (w > 0) b->n = b->n + (size_t)w < b->cap ? b->n + (size_t)w : b->cap - 1;
+}
+
+size_t stats_format(char *buf, size_t cap) {
+  struct hak_stats st;
+  st.size = sizeof st;
+  hak_stats_get(&st);
+  sbuf_t sb = {buf, cap, 0};
+  if (cap) buf[0] = 0;
+#define OUT(...) sb_printf(&sb, __VA_ARGS__)
+  OUT("hakmem %s statistics (pid %d)\n", hak_version(), (int)getpid());
+  OUT("os: mapped %.0f KiB (peak %.0f KiB), purged %.0f KiB total\n", KIB(st.mapped_bytes),
+      KIB(st.mapped_peak_bytes), KIB(st.purged_bytes));
+  OUT("os calls: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n", st.mmap_calls, st.munmap_calls,
+      st.madvise_calls, st.mremap_calls);
+  OUT("superslabs: %zu live (%zu abandoned), %zu cached empty\n", st.superslabs,
+      st.superslabs_abandoned, st.superslabs_cached);
+  OUT("small: %.0f KiB in use of %.0f KiB in slabs\n", KIB(st.small_bytes_in_use),
+      KIB(st.small_bytes_reserved));
+  OUT("large: %zu arenas (%.0f KiB in use), %zu mappings (%.0f KiB), %zu cached (%.0f KiB)\n",
+      st.large_arenas, KIB(st.large_arena_bytes_in_use), st.large_mappings,
+      KIB(st.large_mapping_bytes), st.large_cached, KIB(st.large_cached_bytes));
+#if HAK_STATS_BUILD
+  OUT("events: allocs %zu, frees %zu, slow allocs %zu, refills %zu, remote frees %zu, threads exited %zu\n",
+      st.allocs, st.frees, st.slow_allocs, st.refills, st.remote_frees, st.threads_exited);
+#endif
+  OUT("%-10s %8s %12s %12s %8s\n", "class", "slabs", "in use", "capacity", "use%");
+  for (unsigned c = 0; c < st.nclasses; c++) {
+    const struct hak_class_stats *k = &st.classes[c];
+    if (k->slabs == 0 && k->allocs == 0) continue;
+    OUT("%-10zu %8zu %12zu %12zu %7.1f%%\n", k->block_size, k->slabs, k->blocks_in_use,
+        k->blocks_capacity, k->blocks_capacity ? 100.0 * (double)k->blocks_in_use / (double)k->blocks_capacity : 0.0);
+  }
+#undef OUT
+  return sb.n;
+}
+
+HAK_EXPORT void hak_stats_print(FILE *out) {
+  static char buf[16384]; /* static: callers may be short of stack; report is rare */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock); /* stdio may allocate: fine, no allocator lock is held */
+  stats_format(buf, sizeof buf);
+  fputs(buf, out ? out : stderr);
+  pthread_mutex_unlock(&lock);
+}
+
+/* HAKMEM_STATS=1: the report at exit, written with write(2). */
+__attribute__((destructor)) static void stats_at_exit(void) {
+  if (!hak_opt.stats) return;
+  static char buf[16384];
+  stats_format(buf, sizeof buf);
+  os_write_err(buf);
+}

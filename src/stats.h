@@ -1,0 +1,39 @@
+/*
+ * stats.h — statistics: the on-demand snapshot, the report, and the
+ * counters of the statistics build.
+ *
+ * Owns: struct hak_stats filling (walking the superslab registry, reading
+ * os and large counters), the text report (stats.md documents each line),
+ * the exit-time report of HAKMEM_STATS=1, and — only when built with
+ * -DHAKMEM_STATS=ON — per-thread event counters merged at thread exit.
+ * Promises: in the default build HAK_STAT() compiles to nothing, so no hot
+ * path carries a counter. May call: superslab, large, os, options.
+ */
+#ifndef HAK_STATS_H
+#define HAK_STATS_H
+
+#include "internal.h"
+
+#if defined(HAKMEM_STATS) && HAKMEM_STATS
+#define HAK_STATS_BUILD 1
+enum { ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE, ST_N };
+typedef struct hak_tstats {
+  uint64_t ev[ST_N];
+  uint64_t cls_alloc[HAK_NCLASS], cls_free[HAK_NCLASS];
+} hak_tstats_t;
+extern HAK_TLS hak_tstats_t hak_tstats;
+#define HAK_STAT(ev_) (hak_tstats.ev[ev_]++)
+#define HAK_STAT_CLS(arr_, cls_) (hak_tstats.arr_[cls_]++)
+/* Thread exit: add this thread's counters to the process totals. */
+void stats_thread_merge(void);
+#else
+#define HAK_STATS_BUILD 0
+#define HAK_STAT(ev_) ((void)0)
+#define HAK_STAT_CLS(arr_, cls_) ((void)0)
+HAK_INLINE void stats_thread_merge(void) {}
+#endif
+
+/* Format the report into buf (NUL-terminated, truncated to cap). */
+size_t stats_format(char *buf, size_t cap);
+
+#endif
