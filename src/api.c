@@ -42,17 +42,14 @@ HAK_EXPORT size_t hak_usable_size(const void *p) { return hak_usable_size_impl(p
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { hak_collect_impl(force != 0); }
 
-#define HAK_STR2(x) #x
-#define HAK_STR(x) HAK_STR2(x)
 #if HAK_DEBUG
 #define HAK_FLAVOUR " debug"
+#elif HAK_SECURE
+#define HAK_FLAVOUR " secure"
 #else
 #define HAK_FLAVOUR " release"
 #endif
-HAK_EXPORT const char *hak_version(void) {
-  return HAK_STR(HAKMEM_VERSION_MAJOR) "." HAK_STR(HAKMEM_VERSION_MINOR) "." HAK_STR(
-      HAKMEM_VERSION_PATCH) HAK_FLAVOUR;
-}
+HAK_EXPORT const char *hak_version(void) { return HAK_STR_VERSION HAK_FLAVOUR; }
 
 /* Hidden entry points for the C++ operators (no PLT hop inside the .so). */
 extern __typeof__(hak_malloc) hak_internal_malloc __attribute__((alias("hak_malloc"), copy(hak_malloc)));

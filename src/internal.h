@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 
+#include "hakmem.h" /* version numbers */
+
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE    __attribute__((noinline))
@@ -68,6 +70,10 @@ void hak_assert_fail(const char *expr, const char *file, int line);
 #define HAK_DEBUG 0
 #define HAK_ASSERT(e) ((void)0)
 #endif
+
+#define HAK_STR2_(x) #x
+#define HAK_STR_(x) HAK_STR2_(x)
+#define HAK_STR_VERSION HAK_STR_(HAKMEM_VERSION_MAJOR) "." HAK_STR_(HAKMEM_VERSION_MINOR) "." HAK_STR_(HAKMEM_VERSION_PATCH)
 
 HAK_INLINE size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 

@@ -7,6 +7,7 @@
  * [base, base+size) stays mapped. May call: libc syscall wrappers.
  */
 #include "os.h"
+#include "options.h"
 
 #include <errno.h>
 #include <string.h>
@@ -62,6 +63,19 @@ void *os_map(size_t size) {
   return p;
 }
 
+/* HAKMEM_THP: aligned regions (superslabs, arenas) are where huge pages
+ * pay off; the advice is a hint the kernel may ignore. */
+static void os_advise_thp(void *p, size_t size) {
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+  if (hak_opt.thp == HAK_THP_ALWAYS)
+    madvise(p, size, MADV_HUGEPAGE);
+  else if (hak_opt.thp == HAK_THP_NEVER)
+    madvise(p, size, MADV_NOHUGEPAGE);
+#else
+  (void)p, (void)size;
+#endif
+}
+
 void *os_map_aligned(size_t size, size_t align) {
   int saved = errno;
   if (size + align < size) return NULL;
@@ -72,6 +86,7 @@ void *os_map_aligned(size_t size, size_t align) {
     if (p != NULL) {
       if (((uintptr_t)p & (align - 1)) == 0) {
         atomic_store_explicit(&os_hint, (uintptr_t)p, memory_order_relaxed);
+        os_advise_thp(p, size);
         errno = saved;
         return p;
       }
@@ -90,6 +105,7 @@ void *os_map_aligned(size_t size, size_t align) {
   if (head) os_munmap_raw(raw, head);
   if (tail) os_munmap_raw((char *)base + size, tail);
   atomic_store_explicit(&os_hint, base, memory_order_relaxed);
+  os_advise_thp((void *)base, size);
   errno = saved;
   return (void *)base;
 }

@@ -5,7 +5,7 @@
  * the monotonic clock and raw writes to stderr (never stdio, which may
  * allocate). Promises: functions return NULL / false on failure and never
  * allocate; counters of calls and bytes are kept here (cold path only).
- * May call: libc system-call wrappers only.
+ * May call: libc system-call wrappers; reads the options snapshot (THP).
  */
 #ifndef HAK_OS_H
 #define HAK_OS_H

@@ -8,6 +8,7 @@
 #include "stats.h"
 
 #include "hakmem.h"
+#include "init.h"
 #include "large.h"
 #include "options.h"
 #include "os.h"
@@ -58,6 +59,7 @@ static void stats_visit(const hak_superslab_t *ss, void *arg) {
 
 HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
+  hak_ensure_init(); /* the class table is filled at start-up */
   struct hak_stats st;
   memset(&st, 0, sizeof st);
   st.size = out->size;

@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#define SS_CACHE_MAX 8
+#define SS_CACHE_MAX ((unsigned)hak_opt.ss_cache)
 
 #if HAK_SECURE
 uintptr_t hak_link_key;
