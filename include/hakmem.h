@@ -98,6 +98,12 @@ struct hak_stats {
 HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */
 HAK_API void hak_stats_print(FILE *out);
 
+/* Sampled heap profile (needs HAKMEM_PROF=1): writes PATH.folded (one line
+ * per stack, "outer;...;inner bytes", for flame-graph tools) and PATH.txt
+ * (top stacks by estimated live bytes). path NULL: HAKMEM_PROF_FILE or
+ * hakmem-prof.PID. Returns 0, or -1 if profiling is off. */
+HAK_API int hak_prof_dump(const char *path);
+
 /* "MAJOR.MINOR.PATCH" plus build flavour, e.g. "0.1.0 release". */
 HAK_API const char *hak_version(void);
 

@@ -10,11 +10,19 @@
 #include "options.h"
 #include "os.h"
 #include "ownmap.h"
+#include "prof.h"
 #include "remote.h"
 #include "sizeclass.h"
 
 #include <errno.h>
 #include <string.h>
+
+static void *alloc_any(size_t size);
+
+static void *prof_noted(void *p, size_t size) {
+  prof_alloc(p, size);
+  return p;
+}
 
 /* First call of the process or thread, sizes above 1 KiB, or an empty
  * current slab. */
@@ -23,7 +31,13 @@ void *hak_alloc_slow(size_t size) {
   if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_malloc(size);
   HAK_STAT(ST_SLOW);
   HAK_STAT(ST_ALLOC);
-  hak_heap_t *h = hak_front.heap;
+  if (HAK_UNLIKELY(hak_opt.prof)) return prof_noted(alloc_any(size), size);
+  return alloc_any(size);
+}
+
+/* The slow path proper (the profiler wraps it). */
+static void *alloc_any(size_t size) {
+  hak_heap_t *h = hak_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
     h = heap_thread_init();
     if (h == NULL) {
@@ -43,7 +57,7 @@ void *hak_alloc_slow(size_t size) {
 
 /* A block of class cls (aligned allocation picks the class itself). */
 static void *alloc_class(unsigned cls) {
-  hak_heap_t *h = hak_front.heap;
+  hak_heap_t *h = hak_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
     h = heap_thread_init();
     if (h == NULL) {
@@ -83,7 +97,7 @@ bool hak_check_free(hak_slab_t *s, void *p, bool local) {
 }
 #endif
 
-void hak_slab_emptied(hak_slab_t *s) { heap_slab_emptied(hak_front.heap, s); }
+void hak_slab_emptied(hak_slab_t *s) { heap_slab_emptied(hak_front.self, s); }
 
 /* A slab block is valid if it lies in the block area of a slab in use.
  * Only fields fixed while the slab is in use are read (carved changes under
@@ -102,7 +116,7 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
     hak_report(call, p, owner == OWNER_UNUSED ? "double free or invalid pointer" : "invalid pointer");
     return;
   }
-  hak_heap_t *h = hak_front.heap;
+  hak_heap_t *h = hak_front.self;
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
 #if HAK_DEBUG || HAK_SECURE
@@ -118,6 +132,7 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
 
 static void free_any(void *p, const char *call) {
   if (p == NULL) return;
+  if (HAK_UNLIKELY(hak_opt.prof)) prof_free(p);
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT)
     free_small_slow(p, v, call);
@@ -163,6 +178,7 @@ void *hak_calloc_impl(size_t n, size_t size) {
   bool zeroed = false;
   void *p = large_alloc(total, HAK_MIN_ALIGN, &zeroed);
   if (p != NULL && !zeroed) memset(p, 0, total);
+  if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, total);
   return p;
 }
 
@@ -235,9 +251,13 @@ void *hak_aligned_impl(size_t align, size_t size) {
      * is larger. */
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
-    return alloc_class(cls);
+    void *p = alloc_class(cls);
+    if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, sc_size[cls]);
+    return p;
   }
-  return large_alloc(size, align, NULL);
+  void *p = large_alloc(size, align, NULL);
+  if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, size);
+  return p;
 }
 
 int hak_posix_memalign_impl(void **out, size_t align, size_t size) {

@@ -20,7 +20,8 @@
 hak_slab_t hak_empty_slab = {.owner = OWNER_UNUSED};
 
 HAK_TLS hak_front_t hak_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &hak_empty_slab},
-                                 .heap = NULL};
+                                 .heap = NULL,
+                                 .self = NULL};
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_heap_t *heap_pool;     /* heaps of exited threads */
@@ -76,7 +77,8 @@ static hak_heap_t *heap_new(void) {
 hak_heap_t *heap_thread_init(void) {
   hak_heap_t *h = heap_new();
   if (h == NULL) return NULL;
-  hak_front.heap = h;
+  hak_front.self = h;
+  hak_front.heap = hak_opt.prof ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the
    * first 32 keys live inside the thread descriptor, so this never calls
    * malloc. */
@@ -88,6 +90,7 @@ hak_heap_t *heap_thread_init(void) {
 
 static void heap_set_current(hak_heap_t *h, unsigned cls, hak_slab_t *s) {
   h->cur[cls] = s;
+  if (hak_opt.prof) return; /* keep the fast path closed (see heap.h) */
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) hak_front.direct[b] = s;
 }
 
@@ -307,7 +310,7 @@ static void heap_maintain(hak_heap_t *h) {
 }
 
 void heap_collect(bool force) {
-  hak_heap_t *h = hak_front.heap;
+  hak_heap_t *h = hak_front.self;
   if (h == NULL) return;
   heap_drain_delayed(h, false);
   heap_purge(h, os_now_ms(), force);
@@ -384,11 +387,12 @@ static void heap_abandon_all(hak_heap_t *h) {
 
 static void heap_thread_exit(void *arg) {
   hak_heap_t *h = arg;
-  if (h == NULL || hak_front.heap != h) return;
+  if (h == NULL || hak_front.self != h) return;
   heap_drain_delayed(h, true);
   stats_thread_merge();
   for (unsigned b = 0; b < HAK_DIRECT_N; b++) hak_front.direct[b] = &hak_empty_slab;
   hak_front.heap = NULL;
+  hak_front.self = NULL;
   heap_abandon_all(h);
   heap_reset(h);
   pthread_mutex_lock(&heap_pool_lock);

@@ -33,8 +33,11 @@ typedef struct hak_heap {
 
 typedef struct hak_front {
   hak_slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &hak_empty_slab when none */
-  hak_heap_t *heap;                 /* NULL until the thread's first slow call */
+  hak_heap_t *heap;                 /* what free's fast path compares owners with */
+  hak_heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
 } hak_front_t;
+/* heap and self differ only while heap profiling is on: then heap stays NULL
+ * and direct[] empty, so every call reaches the cold paths that sample. */
 
 extern HAK_TLS hak_front_t hak_front;
 extern hak_slab_t hak_empty_slab;

@@ -5,6 +5,7 @@
 #include "heap.h"
 #include "large.h"
 #include "options.h"
+#include "prof.h"
 #include "os.h"
 #include "sizeclass.h"
 #include "superslab.h"
@@ -45,6 +46,7 @@ void hak_process_init_slow(void) {
 #endif
     options_init();
     sc_init();
+    prof_init();
     heap_process_init();
     atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     /* pthread_atfork may allocate: only now, when malloc works. */
