@@ -42,6 +42,7 @@ static void heap_reset(hak_heap_t *h) {
   h->next_purge_ms = 0;
   h->tick = 0;
   h->has_dirty = false;
+  h->dirty_bytes = 0;
   h->pool_next = NULL;
 }
 
@@ -159,6 +160,9 @@ static void ss_list_push_back(hak_heap_t *h, hak_superslab_t *ss) {
   ss->listed = 1;
 }
 
+#define HEAP_DIRTY_BUDGET ((size_t)8 << 20)
+static void heap_purge(hak_heap_t *h, uint64_t now, bool force);
+
 /* A slab of h becomes free again inside its superslab. */
 static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
   hak_superslab_t *ss = ss_of_slab(s);
@@ -174,6 +178,12 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
   if (ss->dirty_mask == 0) ss->dirty_since_ms = os_now_ms();
   ss->dirty_mask |= bit;
   h->has_dirty = true;
+  /* Dirty budget: a thread that frees a lot and then goes quiet makes no
+   * slow-path call that would purge after the delay, so beyond this much
+   * released memory purge now (the delay still spares small churn). */
+  h->dirty_bytes += (size_t)1 << ss->slab_shift;
+  /* (Not while the thread exits: heap_abandon_all is walking the lists.) */
+  if (h->dirty_bytes > HEAP_DIRTY_BUDGET && hak_front.self == h) heap_purge(h, os_now_ms(), true);
 }
 
 static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned cls) {
@@ -296,6 +306,7 @@ static void heap_purge(hak_heap_t *h, uint64_t now, bool force) {
     }
   }
   h->has_dirty = dirty_left;
+  if (!dirty_left) h->dirty_bytes = 0;
   h->next_purge_ms = now + (delay > 1 ? delay / 2 : 1);
 }
 

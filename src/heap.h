@@ -28,6 +28,7 @@ typedef struct hak_heap {
   uint64_t next_purge_ms;
   uint32_t tick;
   bool has_dirty;                    /* some owned superslab has dirty free slabs */
+  size_t dirty_bytes;                /* bytes of free slabs released since the last purge */
   struct hak_heap *pool_next;
 } hak_heap_t;
 
