@@ -81,6 +81,11 @@ static void large_cache_set_n(unsigned n) { __atomic_store_n(&large_cache_n, n, 
 
 static large_arena_t *large_arenas;
 static uint64_t large_next_purge_ms;
+/* Bytes of free arena spans that may be resident. Past the budget they are
+ * purged at once, so a program that frees big buffers and goes quiet does
+ * not keep them (the purge delay only spares smaller churn). */
+static size_t arena_dirty_bytes;
+#define ARENA_DIRTY_BUDGET ((size_t)32 << 20)
 
 static large_arena_t *arena_new(void) {
   uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
@@ -120,6 +125,10 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
   arena_span_t *s = &best->free[bi];
   uint8_t *p = best->base + ((size_t)s->start << ARENA_GRAN_SHIFT);
   *zero = !s->dirty;
+  if (s->dirty) {
+    size_t b = (size_t)grans << ARENA_GRAN_SHIFT;
+    arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+  }
   s->start += grans;
   s->count -= grans;
   if (s->count == 0) arena_remove_span(best, bi);
@@ -133,6 +142,7 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
  * and the table never overflows. Under large_lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
+  arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
   unsigned i = 0;
   while (i < a->nfree && a->free[i].start < start) i++;
   bool prev = i > 0 && a->free[i - 1].start + a->free[i - 1].count == start;
@@ -169,7 +179,9 @@ static void arena_purge_locked(uint64_t now, bool force) {
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
       if (s->dirty && (force || now - s->freed_ms >= hak_opt.purge_delay_ms)) {
-        os_decommit(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), (size_t)s->count << ARENA_GRAN_SHIFT);
+        size_t b = (size_t)s->count << ARENA_GRAN_SHIFT;
+        os_decommit(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), b);
+        arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
         s->dirty = 0;
       }
       clean &= !s->dirty;
@@ -348,9 +360,10 @@ void large_free(void *p, unsigned v, const char *call) {
     pthread_mutex_lock(&large_lock);
     arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
               (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
-    bool due = now >= large_next_purge_ms;
+    bool over = arena_dirty_bytes > ARENA_DIRTY_BUDGET;
+    bool due = now >= large_next_purge_ms || over;
     pthread_mutex_unlock(&large_lock);
-    if (due) large_purge(now, false);
+    if (due) large_purge(now, over);
     return;
   }
   atomic_fetch_sub_explicit(&large_live_maps, 1, memory_order_relaxed);
