@@ -35,27 +35,8 @@ void *hak_alloc_slow(size_t size) {
   return alloc_any(size);
 }
 
-/* The slow path proper (the profiler wraps it). */
-static void *alloc_any(size_t size) {
-  hak_heap_t *h = hak_front.self;
-  if (HAK_UNLIKELY(h == NULL)) {
-    h = heap_thread_init();
-    if (h == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
-  if (HAK_LIKELY(size <= HAK_SMALL_MAX)) {
-    unsigned cls = sc_of(size);
-    hak_slab_t *s = h->cur[cls];
-    hak_block_t *b = s->free;
-    if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
-    return heap_alloc_refill(h, cls);
-  }
-  return large_alloc(size, HAK_MIN_ALIGN, NULL);
-}
-
-/* A block of class cls (aligned allocation picks the class itself). */
+/* A block of class cls from the calling thread's heap (created on the
+ * thread's first call). */
 static void *alloc_class(unsigned cls) {
   hak_heap_t *h = hak_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
@@ -67,8 +48,14 @@ static void *alloc_class(unsigned cls) {
   }
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
-  if (b != NULL) return slab_pop(s, b);
+  if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
+}
+
+/* The slow path proper (the profiler wraps it). */
+static void *alloc_any(size_t size) {
+  if (HAK_LIKELY(size <= HAK_SMALL_MAX)) return alloc_class(sc_of(size));
+  return large_alloc(size, HAK_MIN_ALIGN, NULL);
 }
 
 #if HAK_DEBUG || HAK_SECURE

@@ -324,14 +324,12 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   return user;
 }
 
-void large_purge(uint64_t now_ms, bool force) {
-  large_slot_t drop[LARGE_CACHE_SLOTS];
+/* Move cached mappings idle for the purge delay (all if force) into drop[]
+ * for unmapping outside the lock; returns how many. Under large_lock. */
+static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t *drop) {
   unsigned nd = 0;
-  pthread_mutex_lock(&large_lock);
-  large_next_purge_ms = now_ms + hak_opt.purge_delay_ms;
-  arena_purge_locked(now_ms, force);
   for (unsigned i = 0; i < large_cache_n;) {
-    if (force || now_ms - large_cache[i].freed_ms >= hak_opt.purge_delay_ms) {
+    if (force || now - large_cache[i].freed_ms >= hak_opt.purge_delay_ms) {
       drop[nd++] = large_cache[i];
       large_cache_bytes -= large_cache[i].size;
       large_cache[i] = large_cache[large_cache_n - 1];
@@ -340,6 +338,16 @@ void large_purge(uint64_t now_ms, bool force) {
       i++;
     }
   }
+  return nd;
+}
+
+void large_purge(uint64_t now_ms, bool force) {
+  large_slot_t drop[LARGE_CACHE_SLOTS];
+  unsigned nd = 0;
+  pthread_mutex_lock(&large_lock);
+  large_next_purge_ms = now_ms + hak_opt.purge_delay_ms;
+  arena_purge_locked(now_ms, force);
+  nd = large_cache_expire_locked(now_ms, force, drop);
   pthread_mutex_unlock(&large_lock);
   for (unsigned i = 0; i < nd; i++) os_unmap(drop[i].base, drop[i].size);
 }
@@ -375,17 +383,7 @@ void large_free(void *p, unsigned v, const char *call) {
   if (size <= budget / 4) {
     pthread_mutex_lock(&large_lock);
     /* Expire idle entries, then evict the oldest until the new one fits. */
-    for (unsigned i = 0; i < large_cache_n;) {
-      bool old = now - large_cache[i].freed_ms >= hak_opt.purge_delay_ms;
-      if (old) {
-        drop[nd++] = large_cache[i];
-        large_cache_bytes -= large_cache[i].size;
-        large_cache[i] = large_cache[large_cache_n - 1];
-      large_cache_set_n(large_cache_n - 1);
-      } else {
-        i++;
-      }
-    }
+    nd = large_cache_expire_locked(now, false, drop);
     while (large_cache_n > 0 && (large_cache_n == LARGE_CACHE_SLOTS || large_cache_bytes + size > budget)) {
       unsigned oldest = 0;
       for (unsigned i = 1; i < large_cache_n; i++)
