@@ -1,0 +1,209 @@
+/*
+ * bench_common.h — shared helpers of the hakmem benchmark programs.
+ *
+ * The programs use the process allocator (malloc, free, ...) and never link
+ * hakmem: bench/run.sh selects the allocator with LD_PRELOAD. Each program
+ * prints exactly one line starting with "RESULT " made of key=value fields
+ * (bench/report.py parses it). Common fields:
+ *   bench=NAME         which benchmark
+ *   ops=N              operations counted by the throughput figure
+ *   secs=S             wall time of the measured part
+ *   ops_per_sec=X      ops / secs (the main figure, higher is better)
+ *   peak_rss_kb=K      VmHWM of the process at the end
+ *   final_rss_kb=K     VmRSS of the process at the end
+ *   malloc_from=LIB    the object that defines the malloc this process calls
+ *                      (dladdr of dlsym(RTLD_DEFAULT, "malloc")), so the
+ *                      harness can verify that LD_PRELOAD took effect
+ *   check=X            a checksum of the data, so nothing is optimised away
+ */
+#ifndef HAKMEM_BENCH_COMMON_H
+#define HAKMEM_BENCH_COMMON_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__GNUC__)
+#define BENCH_UNUSED __attribute__((unused))
+#if defined(__clang__)
+#define BENCH_NOINLINE __attribute__((noinline))
+#else
+#define BENCH_NOINLINE __attribute__((noinline, noclone))
+#endif
+#define BENCH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define BENCH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define BENCH_UNUSED
+#define BENCH_NOINLINE
+#define BENCH_LIKELY(x) (x)
+#define BENCH_UNLIKELY(x) (x)
+#endif
+
+/* Keeps the compiler from deleting stores or loads whose results are unused. */
+#define BENCH_ESCAPE(p) __asm__ volatile("" : : "g"(p) : "memory")
+
+static BENCH_UNUSED double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* xorshift64*: a few instructions per number, good enough for workloads. */
+static inline uint64_t bench_rand(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static inline uint64_t bench_seed(uint64_t seed)
+{
+    /* splitmix64 step so that small seeds give well mixed states, never 0 */
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return z ? z : 0x1234567ULL;
+}
+
+/* Uniform in [0, n) without a division: (r32 * n) >> 32. */
+static inline uint32_t bench_below(uint64_t r, uint32_t n)
+{
+    return (uint32_t)(((r >> 32) * (uint64_t)n) >> 32);
+}
+
+static BENCH_UNUSED void bench_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static BENCH_UNUSED long long bench_arg(int argc, char **argv, int i, long long def)
+{
+    if (i >= argc)
+        return def;
+    char *end;
+    errno = 0;
+    long long v = strtoll(argv[i], &end, 0);
+    if (errno || *end != '\0' || v < 0)
+        bench_die("bad argument %d: '%s' (a non-negative integer)", i, argv[i]);
+    return v;
+}
+
+static BENCH_UNUSED long long bench_env(const char *name, long long def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || *end != '\0' || v < 0)
+        bench_die("bad %s='%s' (a non-negative integer)", name, s);
+    return v;
+}
+
+/* VmHWM / VmRSS in KiB from /proc/self/status (0 when unreadable). */
+static BENCH_UNUSED void bench_rss(long *hwm_kb, long *rss_kb)
+{
+    *hwm_kb = 0;
+    *rss_kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            *hwm_kb = strtol(line + 6, NULL, 10);
+        else if (strncmp(line, "VmRSS:", 6) == 0)
+            *rss_kb = strtol(line + 6, NULL, 10);
+    }
+    fclose(f);
+}
+
+static BENCH_UNUSED long bench_rss_now(void)
+{
+    long hwm, rss;
+    bench_rss(&hwm, &rss);
+    return rss;
+}
+
+/* Basename of the object that defines the malloc this process uses. */
+static BENCH_UNUSED const char *bench_malloc_from(void)
+{
+    static char name[256];
+    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname || !*info.dli_fname)
+        return "unknown";
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    snprintf(name, sizeof name, "%s", base);
+    /* keep the RESULT line one token per field */
+    for (char *c = name; *c; c++)
+        if (*c == ' ' || *c == '=')
+            *c = '_';
+    return name;
+}
+
+/*
+ * Prints the RESULT line: bench, ops, secs, ops_per_sec, then the caller's
+ * extra "key=value" fields (printf format), then RSS and malloc_from.
+ */
+static BENCH_UNUSED void bench_result(const char *bench, double ops, double secs,
+                                      const char *extra_fmt, ...)
+{
+    long hwm, rss;
+    bench_rss(&hwm, &rss);
+    char extra[1024] = "";
+    if (extra_fmt && *extra_fmt) {
+        va_list ap;
+        va_start(ap, extra_fmt);
+        vsnprintf(extra, sizeof extra, extra_fmt, ap);
+        va_end(ap);
+    }
+    /* hakmem's version when libhakmem is loaded (looked up, never linked) */
+    char ver[96] = "";
+    const char *(*hv)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hak_version");
+    if (hv) {
+        const char *v = hv();
+        snprintf(ver, sizeof ver, " hakmem_version=%s", v ? v : "?");
+        for (char *c = ver + 16; *c; c++)
+            if (*c == ' ' || *c == '=')
+                *c = '_';
+    }
+    printf("RESULT bench=%s ops=%.0f secs=%.6f ops_per_sec=%.0f%s%s "
+           "peak_rss_kb=%ld final_rss_kb=%ld malloc_from=%s%s\n",
+           bench, ops, secs, secs > 0 ? ops / secs : 0.0, *extra ? " " : "", extra,
+           hwm, rss, bench_malloc_from(), ver);
+    fflush(stdout);
+}
+
+/* Touch the first bytes of a fresh block, as a program initialising it would. */
+static inline void bench_touch(void *p, size_t size, uint64_t v)
+{
+    unsigned char *c = (unsigned char *)p;
+    if (size >= 8)
+        memcpy(c, &v, 8);
+    else
+        c[0] = (unsigned char)v;
+}
+
+#endif /* HAKMEM_BENCH_COMMON_H */

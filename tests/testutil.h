@@ -1,0 +1,224 @@
+/*
+ * testutil.h — helpers shared by the hakmem tests: a seeded PRNG, content
+ * patterns derived from a 64-bit key, argument/env parsing, and the
+ * USE_HAK_API mapping of the standard allocator names onto the hak_ API.
+ *
+ * Include this AFTER every system header: with USE_HAK_API it #defines
+ * malloc, free, ... to their hak_ counterparts so one test source can be
+ * built both against the malloc override (standard names) and against a
+ * sanitized copy of the core (hak_ names, system allocator left alone).
+ */
+#ifndef HAKMEM_TESTS_TESTUTIL_H
+#define HAKMEM_TESTS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "hakmem.h"
+
+#ifdef USE_HAK_API
+#define malloc hak_malloc
+#define calloc hak_calloc
+#define realloc hak_realloc
+#define reallocarray hak_reallocarray
+#define free hak_free
+#define free_sized hak_free_sized
+#define free_aligned_sized hak_free_aligned_sized
+#define aligned_alloc hak_aligned_alloc
+#define memalign hak_memalign
+#define posix_memalign hak_posix_memalign
+#define valloc hak_valloc
+#define pvalloc hak_pvalloc
+#define malloc_usable_size hak_usable_size
+#define TEST_API_NAME "hak_ API"
+#else
+/* C23 names; glibc < 2.39 does not declare them, libhakmem exports them. */
+void free_sized(void *ptr, size_t size);
+void free_aligned_sized(void *ptr, size_t alignment, size_t size);
+#define TEST_API_NAME "standard names (override)"
+#endif
+
+/* hak_owns() on a pointer laundered through opaque_ptr (see check.h) */
+#define OWNS(p) hak_owns(opaque_ptr(p))
+
+/* ---- PRNG: xoshiro256** seeded by splitmix64 ---- */
+typedef struct { uint64_t s[4]; } rng_t;
+
+static inline uint64_t splitmix64(uint64_t *x)
+{
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static inline void rng_seed(rng_t *r, uint64_t seed)
+{
+  uint64_t x = seed;
+  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rng_next(rng_t *r)
+{
+  uint64_t *s = r->s;
+  uint64_t t = s[1] << 17;
+  uint64_t res = s[1] * 5;
+  res = ((res << 7) | (res >> 57)) * 9;
+  s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = (s[3] << 45) | (s[3] >> 19);
+  return res;
+}
+
+/* uniform in [0, n) (n > 0) */
+static inline uint64_t rng_below(rng_t *r, uint64_t n)
+{
+  return (uint64_t)(((unsigned __int128)rng_next(r) * n) >> 64);
+}
+
+/* uniform in [lo, hi] */
+static inline uint64_t rng_range(rng_t *r, uint64_t lo, uint64_t hi)
+{
+  return lo + rng_below(r, hi - lo + 1);
+}
+
+/* log-uniform in [lo, hi] (lo >= 1) */
+static inline size_t rng_logsize(rng_t *r, size_t lo, size_t hi)
+{
+  unsigned blo = 63 - (unsigned)__builtin_clzll(lo);
+  unsigned bhi = 63 - (unsigned)__builtin_clzll(hi);
+  unsigned b = (unsigned)rng_range(r, blo, bhi);
+  size_t a = (size_t)1 << b, z = ((size_t)2 << b) - 1;
+  if (a < lo) a = lo;
+  if (z > hi) z = hi;
+  return (size_t)rng_range(r, a, z);
+}
+
+/* ---- content patterns ----
+ * Byte i of a block with key k is byte (i % 8) of pat_word(k, i / 8), so any
+ * sub-range can be filled or checked independently. */
+static inline uint64_t pat_word(uint64_t key, uint64_t j)
+{
+  uint64_t x = key ^ (j * 0x9E3779B97F4A7C15ull);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+static inline uint8_t pat_byte(uint64_t key, size_t i)
+{
+  return (uint8_t)(pat_word(key, i >> 3) >> ((i & 7) * 8));
+}
+
+/* fill [from, to) of p */
+static inline void pat_fill_range(void *p, size_t from, size_t to, uint64_t key)
+{
+  uint8_t *b = (uint8_t *)p;
+  size_t i = from;
+  while (i < to && (i & 7)) { b[i] = pat_byte(key, i); i++; }
+  for (; i + 8 <= to; i += 8) {
+    uint64_t w = pat_word(key, i >> 3);
+    memcpy(b + i, &w, 8);
+  }
+  while (i < to) { b[i] = pat_byte(key, i); i++; }
+}
+
+/* check [from, to) of p; returns offset of first bad byte or (size_t)-1 */
+static inline size_t pat_check_range(const void *p, size_t from, size_t to, uint64_t key)
+{
+  const uint8_t *b = (const uint8_t *)p;
+  size_t i = from;
+  while (i < to && (i & 7)) { if (b[i] != pat_byte(key, i)) return i; i++; }
+  for (; i + 8 <= to; i += 8) {
+    uint64_t w = pat_word(key, i >> 3), v;
+    memcpy(&v, b + i, 8);
+    if (v != w) {
+      for (size_t k = 0; k < 8; k++)
+        if (b[i + k] != pat_byte(key, i + k)) return i + k;
+    }
+  }
+  while (i < to) { if (b[i] != pat_byte(key, i)) return i; i++; }
+  return (size_t)-1;
+}
+
+static inline void pat_fill(void *p, size_t n, uint64_t key) { pat_fill_range(p, 0, n, key); }
+static inline size_t pat_check(const void *p, size_t n, uint64_t key) { return pat_check_range(p, 0, n, key); }
+
+/* Blocks above PAT_SAMPLE_MIN are filled/checked only in "probe" regions:
+ * the first and last 256 bytes and PAT_PROBES 64-byte windows spread evenly. */
+#define PAT_SAMPLE_MIN ((size_t)256 * 1024)
+#define PAT_PROBES 32
+
+/* calls fn(p, from, to, key) on every probe region of an n-byte block that
+ * lies inside [0, limit) */
+#define PAT_FOR_PROBES(n, limit, FROM, TO, BODY)                              \
+  do {                                                                        \
+    size_t n_ = (n), lim_ = (limit);                                          \
+    for (int k_ = -1; k_ <= PAT_PROBES; k_++) {                               \
+      size_t FROM, TO;                                                        \
+      if (k_ == -1) { FROM = 0; TO = 256; }                                   \
+      else if (k_ == PAT_PROBES) { FROM = n_ - 256; TO = n_; }                \
+      else { FROM = (n_ / (PAT_PROBES + 1)) * (size_t)(k_ + 1) & ~(size_t)63; \
+             TO = FROM + 64; }                                                \
+      if (TO > lim_) TO = lim_;                                               \
+      if (FROM >= TO) continue;                                               \
+      BODY;                                                                   \
+    }                                                                         \
+  } while (0)
+
+/* fill a block of n bytes: fully if small, probe regions if big */
+static inline void blk_fill(void *p, size_t n, uint64_t key)
+{
+  if (n <= PAT_SAMPLE_MIN) { pat_fill(p, n, key); return; }
+  PAT_FOR_PROBES(n, n, f, t, pat_fill_range(p, f, t, key));
+}
+
+/* check the first `limit` bytes of a block that was blk_fill'ed with size n */
+static inline size_t blk_check(const void *p, size_t n, size_t limit, uint64_t key)
+{
+  if (limit > n) limit = n;
+  if (n <= PAT_SAMPLE_MIN) return pat_check(p, limit, key);
+  size_t bad = (size_t)-1;
+  PAT_FOR_PROBES(n, limit, f, t, {
+    size_t r = pat_check_range(p, f, t, key);
+    if (r != (size_t)-1) { bad = r; break; }
+  });
+  return bad;
+}
+
+/* first nonzero byte offset in [0, n) or (size_t)-1 */
+static inline size_t first_nonzero(const void *p, size_t n)
+{
+  const uint8_t *b = (const uint8_t *)p;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, 8);
+    if (v) break;
+  }
+  for (; i < n; i++) if (b[i]) return i;
+  return (size_t)-1;
+}
+
+/* ---- parameters: "--name=value" argument, else environment, else default ---- */
+static inline unsigned long long test_param(int argc, char **argv, const char *name,
+                                            const char *env, unsigned long long dflt)
+{
+  size_t nl = strlen(name);
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-' && argv[i][1] == '-' && strncmp(argv[i] + 2, name, nl) == 0 &&
+        argv[i][2 + nl] == '=')
+      return strtoull(argv[i] + 3 + nl, NULL, 0);
+  }
+  if (env) {
+    const char *v = getenv(env);
+    if (v && *v) return strtoull(v, NULL, 0);
+  }
+  return dflt;
+}
+
+#endif /* HAKMEM_TESTS_TESTUTIL_H */
