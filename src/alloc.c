@@ -24,9 +24,28 @@ static void *prof_noted(void *p, size_t size) {
   return p;
 }
 
-/* First call of the process or thread, sizes above 1 KiB, or an empty
- * current slab. */
+static void *alloc_cold(size_t size) HAK_NOINLINE;
+
+/* Sizes above 1 KiB, or an empty current slab. hak_front.heap is set only
+ * on an initialised thread with neither the libc bypass nor the profiler
+ * on, so the mid-size path below needs no other check; everything else
+ * (first call, bypass, profiling, large) goes to alloc_cold, whose first
+ * statements are initialisation and the bypass. */
 void *hak_alloc_slow(size_t size) {
+  hak_heap_t *h = hak_front.heap;
+  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) {
+    HAK_STAT(ST_SLOW);
+    HAK_STAT(ST_ALLOC);
+    unsigned cls = sc_of(size);
+    hak_slab_t *s = h->cur[cls];
+    hak_block_t *b = s->free;
+    if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
+    return heap_alloc_refill(h, cls);
+  }
+  return alloc_cold(size);
+}
+
+static void *alloc_cold(size_t size) {
   hak_ensure_init();
   if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_malloc(size);
   HAK_STAT(ST_SLOW);
