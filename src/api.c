@@ -52,7 +52,14 @@ HAK_EXPORT void hak_collect(int force) { hak_collect_impl(force != 0); }
 HAK_EXPORT const char *hak_version(void) { return HAK_STR_VERSION HAK_FLAVOUR; }
 
 /* Hidden entry points for the C++ operators (no PLT hop inside the .so). */
-extern __typeof__(hak_malloc) hak_internal_malloc __attribute__((alias("hak_malloc"), copy(hak_malloc)));
+/* GCC wants the alias to repeat the target's attributes (copy); clang has
+ * no copy attribute and does not ask for it. */
+#if defined(__clang__)
+#define HAK_COPY_ATTRS(target)
+#else
+#define HAK_COPY_ATTRS(target) copy(target),
+#endif
+extern __typeof__(hak_malloc) hak_internal_malloc __attribute__((alias("hak_malloc"), HAK_COPY_ATTRS(hak_malloc) used));
 extern __typeof__(hak_free) hak_internal_free __attribute__((alias("hak_free")));
 void *hak_internal_aligned(size_t align, size_t size);
 void *hak_internal_aligned(size_t align, size_t size) { return hak_aligned_impl(align, size); }
@@ -60,7 +67,7 @@ void *hak_internal_aligned(size_t align, size_t size) { return hak_aligned_impl(
 #ifdef HAK_WITH_OVERRIDE
 /* The C library's names, as aliases of the functions above. */
 #define HAK_ALIAS(name, target) \
-  extern __typeof__(target) name __attribute__((alias(#target), copy(target), visibility("default")))
+  extern __typeof__(target) name __attribute__((alias(#target), HAK_COPY_ATTRS(target) visibility("default")))
 HAK_ALIAS(malloc, hak_malloc);
 HAK_ALIAS(free, hak_free);
 HAK_ALIAS(calloc, hak_calloc);

@@ -414,4 +414,3 @@ static void heap_thread_exit(void *arg) {
 
 void heap_lock_all(void) { pthread_mutex_lock(&heap_pool_lock); }
 void heap_unlock_all(void) { pthread_mutex_unlock(&heap_pool_lock); }
-void heap_reset_locks(void) { pthread_mutex_init(&heap_pool_lock, NULL); }

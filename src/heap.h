@@ -57,6 +57,5 @@ void heap_collect(bool force);
 
 void heap_lock_all(void);
 void heap_unlock_all(void);
-void heap_reset_locks(void);
 
 #endif

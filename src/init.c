@@ -17,9 +17,11 @@
 _Atomic int hak_init_state;
 
 /* fork: hold every global lock across the fork so the child inherits
- * consistent lists, then reset them in the child (only the forking thread
- * survives there; other threads' heaps simply stay owned by no one alive,
- * their blocks freed in the child go to the slabs' remote lists). */
+ * consistent lists, then release them on both sides. In the child only the
+ * forking thread exists; it holds the locks, so it may unlock them
+ * (re-initialising a locked mutex would be undefined). Other threads'
+ * heaps simply stay owned by no one alive; their blocks freed in the child
+ * go to the slabs' remote lists. */
 static void hak_fork_prepare(void) {
   heap_lock_all();
   ss_lock_all();
@@ -30,11 +32,7 @@ static void hak_fork_parent(void) {
   ss_unlock_all();
   heap_unlock_all();
 }
-static void hak_fork_child(void) {
-  large_reset_locks();
-  ss_reset_locks();
-  heap_reset_locks();
-}
+static void hak_fork_child(void) { hak_fork_parent(); }
 
 void hak_process_init_slow(void) {
   int expect = 0;

@@ -499,4 +499,3 @@ void large_stats(large_stats_t *out) {
 
 void large_lock_all(void) { pthread_mutex_lock(&large_lock); }
 void large_unlock_all(void) { pthread_mutex_unlock(&large_lock); }
-void large_reset_locks(void) { pthread_mutex_init(&large_lock, NULL); }

@@ -37,6 +37,5 @@ void large_stats(large_stats_t *out);
 
 void large_lock_all(void);
 void large_unlock_all(void);
-void large_reset_locks(void);
 
 #endif

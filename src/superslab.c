@@ -343,8 +343,3 @@ void ss_unlock_all(void) {
   pthread_mutex_unlock(&ss_cache_lock);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
-void ss_reset_locks(void) {
-  pthread_mutex_init(&ss_cache_lock, NULL);
-  pthread_mutex_init(&ss_abandon_lock, NULL);
-  pthread_mutex_init(&ss_registry_lock, NULL);
-}

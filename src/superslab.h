@@ -162,6 +162,5 @@ ss_counts_t ss_counts(void);
 
 void ss_lock_all(void);
 void ss_unlock_all(void);
-void ss_reset_locks(void);
 
 #endif
