@@ -54,7 +54,16 @@ HAK_INLINE void front_free(void *p) {
       HAK_STAT(ST_FREE);
       HAK_STAT_CLS(cls_free, s->cls);
       hak_block_t *b = p;
-      blk_set_next(b, s->free);
+      hak_block_t *head = s->free;
+      /* The cheap double-free check: freeing the block that is already at
+       * the head of its free list (free(p); free(p);) would make the list
+       * cyclic and hand the block out twice. One compare with a value the
+       * push loads anyway. */
+      if (HAK_UNLIKELY(b == head)) {
+        hak_free_slow(p);
+        return;
+      }
+      blk_set_next(b, head);
       s->free = b;
       if (HAK_UNLIKELY(--s->used == 0)) hak_slab_emptied(s);
       return;

@@ -6,6 +6,7 @@
 #include "large.h"
 #include "options.h"
 #include "prof.h"
+#include "stats.h"
 #include "os.h"
 #include "sizeclass.h"
 #include "superslab.h"
@@ -45,6 +46,7 @@ void hak_process_init_slow(void) {
     options_init();
     sc_init();
     prof_init();
+    stats_init();
     heap_process_init();
     atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     /* pthread_atfork may allocate: only now, when malloc works. */

@@ -170,10 +170,12 @@ bool os_is_mapped(const void *p) {
   return ok;
 }
 
-void os_write_err(const char *s) {
+void os_write_err(const char *s) { os_write_fd(2, s); }
+
+void os_write_fd(int fd, const char *s) {
   size_t n = strlen(s);
   while (n > 0) {
-    ssize_t w = write(2, s, n);
+    ssize_t w = write(fd, s, n);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
       return;

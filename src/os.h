@@ -46,6 +46,7 @@ uint64_t os_now_ms(void);
  * are not ours before reading around them. */
 bool os_is_mapped(const void *p);
 void os_write_err(const char *s);
+void os_write_fd(int fd, const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
 char *os_fmt_hex(char *buf, uintptr_t v);
 char *os_fmt_dec(char *buf, uint64_t v);

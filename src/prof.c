@@ -13,6 +13,7 @@
 #include "hakmem.h"
 #include "options.h"
 #include "os.h"
+#include "stats.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -316,6 +317,6 @@ __attribute__((destructor)) static void prof_exit_dump(void) {
   char prefix[1024];
   prof_default_prefix(prefix, sizeof prefix);
   prof_busy++;
-  prof_write_reports(prefix, hak_opt.prof_leaks ? 2 : -1);
+  prof_write_reports(prefix, hak_opt.prof_leaks ? stats_report_fd() : -1);
   prof_busy--;
 }

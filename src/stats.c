@@ -15,6 +15,7 @@
 #include "sizeclass.h"
 #include "superslab.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -164,10 +165,21 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
   pthread_mutex_unlock(&lock);
 }
 
+static int stats_fd = 2;
+
+void stats_init(void) {
+  if (hak_opt.stats || hak_opt.prof_leaks) {
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0) stats_fd = fd;
+  }
+}
+
+int stats_report_fd(void) { return stats_fd; }
+
 /* HAKMEM_STATS=1: the report at exit, written with write(2). */
 __attribute__((destructor)) static void stats_at_exit(void) {
   if (!hak_opt.stats) return;
   static char buf[16384];
   stats_format(buf, sizeof buf);
-  os_write_err(buf);
+  os_write_fd(stats_fd, buf);
 }

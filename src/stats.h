@@ -33,6 +33,13 @@ void stats_thread_merge(void);
 HAK_INLINE void stats_thread_merge(void) {}
 #endif
 
+/* Start-up (init.c): with HAKMEM_STATS, keep a duplicate of stderr for the
+ * exit report — programs often close stderr in their own exit handlers
+ * (coreutils do), which run before library destructors. */
+void stats_init(void);
+/* The descriptor exit-time reports go to. */
+int stats_report_fd(void);
+
 /* Format the report into buf (NUL-terminated, truncated to cap). */
 size_t stats_format(char *buf, size_t cap);
 
