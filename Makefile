@@ -6,7 +6,9 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test bench bench-quick bench-instr clean
+PREFIX ?= /usr/local
+
+.PHONY: all build test bench bench-quick bench-instr install clean
 
 all: build
 
@@ -27,6 +29,9 @@ bench-quick: build
 
 bench-instr: build
 	bash bench/run.sh --instr
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs hakmem into a temporary prefix and builds and runs a program
+# against it through pkg-config and through CMake's find_package; also
+# runs the installed launcher. Usage: test_install.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1
+build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name 'libhakmem.so' | head -n 1)")
+test -f "$prefix/include/hakmem.h"
+test -x "$prefix/bin/hakmem"
+
+# pkg-config
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+cc -o "$tmp/ex_pc" "$src/packaging/example/main.c" $(pkg-config --cflags --libs hakmem) -Wl,-rpath,"$libdir"
+out=$("$tmp/ex_pc")
+echo "pkg-config build: $out"
+case "$out" in *"owned=1"*) ;; *) echo "FAIL: pkg-config build does not use hakmem"; exit 1 ;; esac
+
+# CMake package
+cmake -S "$src/packaging/example" -B "$tmp/exb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$tmp/exb" >/dev/null
+out=$("$tmp/exb/example")
+echo "CMake build: $out"
+case "$out" in *"owned=1"*) ;; *) echo "FAIL: CMake build does not use hakmem"; exit 1 ;; esac
+
+# Launcher: version, and a preloaded command that sees the library mapped.
+"$prefix/bin/hakmem" --version | grep -q '^hakmem [0-9]'
+"$prefix/bin/hakmem" -- sh -c 'grep -q libhakmem /proc/$$/maps' || { echo "FAIL: launcher did not preload"; exit 1; }
+stats=$("$prefix/bin/hakmem" --stats -- sh -c 'echo x | sort' 2>&1 >/dev/null)
+echo "$stats" | grep -q 'statistics' || { echo "FAIL: --stats printed no report"; exit 1; }
+echo "install test passed (prefix $prefix)"
