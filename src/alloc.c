@@ -59,6 +59,7 @@ static void *alloc_cold(size_t size) {
 static void *alloc_class(unsigned cls) {
   hak_heap_t *h = hak_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
+    if (hak_front.exited) return heap_exit_alloc(cls);
     h = heap_thread_init();
     if (h == NULL) {
       errno = ENOMEM;

@@ -91,7 +91,9 @@ hak_heap_t *heap_thread_init(void) {
 
 static void heap_set_current(hak_heap_t *h, unsigned cls, hak_slab_t *s) {
   h->cur[cls] = s;
-  if (hak_opt.prof) return; /* keep the fast path closed (see heap.h) */
+  /* The direct table belongs to the thread's own heap; the profiler (heap
+   * NULL) and the exit heap must keep the fast path closed. */
+  if (h != hak_front.heap) return;
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) hak_front.direct[b] = s;
 }
 
@@ -404,6 +406,7 @@ static void heap_thread_exit(void *arg) {
   for (unsigned b = 0; b < HAK_DIRECT_N; b++) hak_front.direct[b] = &hak_empty_slab;
   hak_front.heap = NULL;
   hak_front.self = NULL;
+  hak_front.exited = true;
   heap_abandon_all(h);
   heap_reset(h);
   pthread_mutex_lock(&heap_pool_lock);
@@ -412,5 +415,30 @@ static void heap_thread_exit(void *arg) {
   pthread_mutex_unlock(&heap_pool_lock);
 }
 
-void heap_lock_all(void) { pthread_mutex_lock(&heap_pool_lock); }
-void heap_unlock_all(void) { pthread_mutex_unlock(&heap_pool_lock); }
+static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_heap_t *heap_exit_heap;
+
+void *heap_exit_alloc(unsigned cls) {
+  pthread_mutex_lock(&heap_exit_lock);
+  if (heap_exit_heap == NULL) heap_exit_heap = heap_new();
+  hak_heap_t *h = heap_exit_heap;
+  void *p = NULL;
+  if (h != NULL) {
+    hak_front.self = h; /* for the refill path's "is it mine" checks */
+    hak_slab_t *s = h->cur[cls];
+    p = s->free != NULL ? slab_pop(s, s->free) : heap_alloc_refill(h, cls);
+    hak_front.self = NULL;
+  }
+  pthread_mutex_unlock(&heap_exit_lock);
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
+void heap_lock_all(void) {
+  pthread_mutex_lock(&heap_exit_lock);
+  pthread_mutex_lock(&heap_pool_lock);
+}
+void heap_unlock_all(void) {
+  pthread_mutex_unlock(&heap_pool_lock);
+  pthread_mutex_unlock(&heap_exit_lock);
+}

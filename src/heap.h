@@ -36,6 +36,7 @@ typedef struct hak_front {
   hak_slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &hak_empty_slab when none */
   hak_heap_t *heap;                 /* what free's fast path compares owners with */
   hak_heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
+  bool exited;                      /* the thread's heap has been torn down */
 } hak_front_t;
 /* heap and self differ only while heap profiling is on: then heap stays NULL
  * and direct[] empty, so every call reaches the cold paths that sample. */
@@ -45,6 +46,11 @@ extern hak_slab_t hak_empty_slab;
 
 void heap_process_init(void);
 hak_heap_t *heap_thread_init(void);
+/* A block of class cls for a thread whose heap is already torn down
+ * (allocations from other libraries' thread-exit destructors): served from
+ * one shared heap under a mutex, so no per-thread heap is re-created and
+ * leaked after the last destructor round. */
+void *heap_exit_alloc(unsigned cls);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
 void *heap_alloc_refill(hak_heap_t *h, unsigned cls);
 /* A block of a slab owned by h, freed by h's thread, that the fast path did

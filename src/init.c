@@ -20,9 +20,10 @@ _Atomic int hak_init_state;
 /* fork: hold every global lock across the fork so the child inherits
  * consistent lists, then release them on both sides. In the child only the
  * forking thread exists; it holds the locks, so it may unlock them
- * (re-initialising a locked mutex would be undefined). Other threads'
- * heaps simply stay owned by no one alive; their blocks freed in the child
- * go to the slabs' remote lists. */
+ * (re-initialising a locked mutex would be undefined). The superslabs of
+ * the other threads are abandoned in the child, as if those threads had
+ * exited: blocks freed there go to the slabs' remote lists, and the
+ * child's threads adopt the memory. */
 static void hak_fork_prepare(void) {
   heap_lock_all();
   ss_lock_all();
@@ -33,7 +34,10 @@ static void hak_fork_parent(void) {
   ss_unlock_all();
   heap_unlock_all();
 }
-static void hak_fork_child(void) { hak_fork_parent(); }
+static void hak_fork_child(void) {
+  ss_fork_child_abandon(hak_front.self);
+  hak_fork_parent();
+}
 
 void hak_process_init_slow(void) {
   int expect = 0;

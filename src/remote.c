@@ -31,8 +31,14 @@ void remote_free(hak_slab_t *s, hak_block_t *b) {
     if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf,
                                               (uintptr_t)b | (tf & TF_DELAYED),
                                               memory_order_release, memory_order_relaxed))
-      return;
+      break;
   }
+  /* A slab whose thread exited has no owner to collect this: every 256th
+   * such free, let the abandoned list reclaim what came back. */
+  static HAK_TLS unsigned abandoned_frees;
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED &&
+      (++abandoned_frees & 255) == 0)
+    ss_abandon_nudge();
 }
 
 unsigned remote_collect(hak_slab_t *s) {

@@ -7,6 +7,7 @@
  */
 #include "superslab.h"
 #include "options.h"
+#include "remote.h"
 #include "os.h"
 #include "ownmap.h"
 #include "sizeclass.h"
@@ -167,11 +168,43 @@ void ss_purge_cache(uint64_t now_ms, bool force) {
   }
 }
 
-/* Under ss_abandon_lock: decommit idle free slabs of abandoned superslabs
- * and release the wholly free ones idle for the purge delay (nobody owns
- * them, and the lock keeps adopters away). */
+/* Under ss_abandon_lock (which keeps adopters away, so this is the slabs'
+ * owner for now): collect what other threads freed into an abandoned
+ * superslab; slabs left with no block in use become free (dirty). */
+static void ss_abandon_reclaim_locked(hak_superslab_t *ss, uint64_t now) {
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+    uint64_t bit = (uint64_t)1 << i;
+    if (ss->free_mask & bit) continue;
+    hak_slab_t *s = &ss->slabs[i];
+    if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) continue;
+    remote_clear_mark(s);
+    remote_collect(s);
+    if (s->used != 0) continue;
+    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
+    s->free = NULL;
+    ss->free_mask |= bit;
+    if (ss->dirty_mask == 0) ss->dirty_since_ms = now;
+    ss->dirty_mask |= bit;
+  }
+}
+
+/* Bytes of free-but-resident slabs on the abandoned lists past which they
+ * are decommitted at once: a little stays warm for the next threads to
+ * adopt (thread churn), a large freed structure does not stay resident. */
+#define SS_ABANDON_DIRTY_BUDGET ((size_t)8 << 20)
+
+/* Under ss_abandon_lock: reclaim remote frees, decommit idle free slabs of
+ * abandoned superslabs and release the wholly free ones idle for the purge
+ * delay (or all of it, past the dirty budget). */
 static void ss_abandon_purge_locked(uint64_t now, bool force) {
   hak_superslab_t *release = NULL;
+  size_t dirty = 0;
+  for (unsigned k = 0; k < SS_KINDS; k++)
+    for (hak_superslab_t *ss = ss_abandoned[k]; ss != NULL; ss = ss->next) {
+      ss_abandon_reclaim_locked(ss, now);
+      dirty += (size_t)__builtin_popcountll(ss->dirty_mask & ss->free_mask) << ss->slab_shift;
+    }
+  if (dirty > SS_ABANDON_DIRTY_BUDGET) force = true;
   for (unsigned k = 0; k < SS_KINDS; k++) {
     hak_superslab_t **link = &ss_abandoned[k];
     while (*link != NULL) {
@@ -214,6 +247,12 @@ void ss_abandon_push(hak_superslab_t *ss) {
 void ss_abandon_collect(bool force) {
   pthread_mutex_lock(&ss_abandon_lock);
   ss_abandon_purge_locked(os_now_ms(), force);
+  pthread_mutex_unlock(&ss_abandon_lock);
+}
+
+void ss_abandon_nudge(void) {
+  if (pthread_mutex_trylock(&ss_abandon_lock) != 0) return; /* someone is at it */
+  ss_abandon_purge_locked(os_now_ms(), false);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
 
@@ -329,6 +368,22 @@ ss_counts_t ss_counts(void) {
   c.cached = ss_cache_count;
   pthread_mutex_unlock(&ss_cache_lock);
   return c;
+}
+
+void ss_fork_child_abandon(const struct hak_heap *keep) {
+  for (hak_superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
+    if (ss->abandoned || ss->heap == NULL || ss->heap == keep) continue;
+    for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
+      if (!(ss->free_mask & ((uint64_t)1 << i)))
+        atomic_store_explicit(&ss->slabs[i].owner, OWNER_ABANDONED, memory_order_relaxed);
+    ss->heap = NULL;
+    ss->listed = 0;
+    ss->abandoned = 1;
+    ss->prev = NULL;
+    ss->next = ss_abandoned[ss->kind];
+    __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
+    ss_abandoned_n++;
+  }
 }
 
 /* Lock order: abandon before cache (the abandoned-list purge releases

@@ -142,8 +142,10 @@ void ss_release(hak_superslab_t *ss);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
 void ss_abandon_push(hak_superslab_t *ss);
 hak_superslab_t *ss_abandon_pop(unsigned kind);
-/* Decommit / release what sits idle on the abandoned lists. */
+/* Collect remote frees into abandoned superslabs, decommit / release what
+ * sits idle there. nudge: the same if the lock is free, from remote frees. */
 void ss_abandon_collect(bool force);
+void ss_abandon_nudge(void);
 void ss_purge_cache(uint64_t now_ms, bool force);
 /* Initialise slab idx of ss for class cls, owned by owner. */
 hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
@@ -159,6 +161,11 @@ typedef struct ss_counts {
   size_t live, abandoned, cached;
 } ss_counts_t;
 ss_counts_t ss_counts(void);
+
+/* fork child, all locks held: superslabs of heaps other than keep belong
+ * to threads that do not exist in the child; abandon them so that the
+ * child's threads adopt and reuse their memory. */
+void ss_fork_child_abandon(const struct hak_heap *keep);
 
 void ss_lock_all(void);
 void ss_unlock_all(void);
