@@ -127,9 +127,9 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
 #if HAK_DEBUG || HAK_SECURE
-  if (!hak_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h)) return;
+  if (!hak_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid)) return;
 #endif
-  if (h != NULL && (owner & ~OWNER_FULL) == (uintptr_t)h) {
+  if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
     heap_free_local(h, s, p, owner);
   } else {
     HAK_STAT(ST_REMOTE);

@@ -46,8 +46,7 @@ HAK_INLINE void front_free(void *p) {
   unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
     hak_slab_t *s = ss_slab_of(p, shift);
-    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) ==
-                   (uintptr_t)hak_front.heap)) {
+    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID())) {
 #if HAK_DEBUG || HAK_SECURE
       if (HAK_UNLIKELY(!hak_check_free(s, p, true))) return;
 #endif

@@ -19,6 +19,10 @@
  * empty, so a lookup that finds it falls into the slow path with one test. */
 hak_slab_t hak_empty_slab = {.owner = OWNER_UNUSED};
 
+#if !(defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__)))
+HAK_TLS char hak_tid_anchor; /* its address is the thread id (internal.h) */
+#endif
+
 HAK_TLS hak_front_t hak_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &hak_empty_slab},
                                  .heap = NULL,
                                  .self = NULL};
@@ -78,6 +82,7 @@ static hak_heap_t *heap_new(void) {
 hak_heap_t *heap_thread_init(void) {
   hak_heap_t *h = heap_new();
   if (h == NULL) return NULL;
+  h->tid = HAK_THREAD_ID() | (hak_opt.prof ? HAK_TID_PROF_BIT : 0);
   hak_front.self = h;
   hak_front.heap = hak_opt.prof ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the
@@ -190,7 +195,7 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
 
 static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned cls) {
   unsigned idx = (unsigned)__builtin_ctzll(ss->free_mask);
-  hak_slab_t *s = ss_slab_init(ss, idx, cls, (uintptr_t)h);
+  hak_slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
     ss_list_remove(h, ss);
     ss_list_push_back(h, ss);
@@ -201,14 +206,14 @@ static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned c
 /* Take over a superslab whose thread exited: collect what other threads
  * freed into it and sort its slabs into h's lists. */
 static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
-  ss->heap = h;
+  ss_set_heap(ss, h);
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
     hak_slab_t *s = &ss->slabs[i];
     /* Strip the full mark too: the slab starts its new life unmarked. */
     remote_clear_mark(s);
     s->in_partial = 0;
-    atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+    atomic_store_explicit(&s->owner, h->tid, memory_order_release);
     remote_collect(s);
     if (s->used == 0) {
       heap_release_slab(h, s);
@@ -238,7 +243,7 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
     }
     ss = ss_acquire(kind);
     if (ss == NULL) return NULL;
-    ss->heap = h;
+    ss_set_heap(ss, h);
     ss_list_push_front(h, ss);
     return heap_take_slab(h, ss, cls);
   }
@@ -278,7 +283,7 @@ static void heap_drain_delayed(hak_heap_t *h, bool close) {
     hak_block_t *next = blk_next(b);
     hak_slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if ((owner & ~OWNER_FULL) == (uintptr_t)h)
+    if ((owner & ~OWNER_FULL) == h->tid)
       heap_free_local(h, s, b, owner);
     else
       remote_free(s, b); /* the slab changed hands meanwhile */
@@ -298,7 +303,7 @@ static void heap_purge(hak_heap_t *h, uint64_t now, bool force) {
       bool idle = force || now - ss->dirty_since_ms >= delay;
       if (ss->free_mask == ss_all_mask(ss) && idle) {
         ss_list_remove(h, ss);
-        ss->heap = NULL;
+        ss_set_heap(ss, NULL);
         ss_release(ss);
       } else if (ss->dirty_mask) {
         ss_purge_slabs(ss, now, delay, force);
@@ -418,9 +423,14 @@ static void heap_thread_exit(void *arg) {
 static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_heap_t *heap_exit_heap;
 
+hak_heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
+
 void *heap_exit_alloc(unsigned cls) {
   pthread_mutex_lock(&heap_exit_lock);
-  if (heap_exit_heap == NULL) heap_exit_heap = heap_new();
+  if (heap_exit_heap == NULL) {
+    heap_exit_heap = heap_new();
+    if (heap_exit_heap != NULL) heap_exit_heap->tid = (uintptr_t)heap_exit_heap | HAK_TID_EXIT_BIT;
+  }
   hak_heap_t *h = heap_exit_heap;
   void *p = NULL;
   if (h != NULL) {

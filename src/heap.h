@@ -20,6 +20,7 @@
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
 
 typedef struct hak_heap {
+  uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   hak_slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
   hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class */
   hak_superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
@@ -34,12 +35,14 @@ typedef struct hak_heap {
 
 typedef struct hak_front {
   hak_slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &hak_empty_slab when none */
-  hak_heap_t *heap;                 /* what free's fast path compares owners with */
+  hak_heap_t *heap;                 /* the heap malloc's fast paths serve (else NULL) */
   hak_heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
   bool exited;                      /* the thread's heap has been torn down */
 } hak_front_t;
-/* heap and self differ only while heap profiling is on: then heap stays NULL
- * and direct[] empty, so every call reaches the cold paths that sample. */
+/* heap and self differ only while heap profiling is on: then heap stays NULL,
+ * direct[] empty and the heap's owner tag unequal to the thread id, so every
+ * call reaches the cold paths that sample. free's fast path compares a
+ * slab's owner with HAK_THREAD_ID(). */
 
 extern HAK_TLS hak_front_t hak_front;
 extern hak_slab_t hak_empty_slab;
@@ -51,6 +54,8 @@ hak_heap_t *heap_thread_init(void);
  * one shared heap under a mutex, so no per-thread heap is re-created and
  * leaked after the last destructor round. */
 void *heap_exit_alloc(unsigned cls);
+/* The shared exit heap (NULL until first used); not a thread's heap. */
+hak_heap_t *heap_shared_exit_heap(void);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
 void *heap_alloc_refill(hak_heap_t *h, unsigned cls);
 /* A block of a slab owned by h, freed by h's thread, that the fast path did

@@ -35,7 +35,8 @@ static void hak_fork_parent(void) {
   heap_unlock_all();
 }
 static void hak_fork_child(void) {
-  ss_fork_child_abandon(hak_front.self);
+  /* Keep the forking thread's heap and the shared exit heap. */
+  ss_fork_child_abandon(hak_front.self, heap_shared_exit_heap());
   hak_fork_parent();
 }
 

@@ -75,6 +75,22 @@ void hak_assert_fail(const char *expr, const char *file, int line);
 #define HAK_STR_(x) HAK_STR2_(x)
 #define HAK_STR_VERSION HAK_STR_(HAKMEM_VERSION_MAJOR) "." HAK_STR_(HAKMEM_VERSION_MINOR) "." HAK_STR_(HAKMEM_VERSION_PATCH)
 
+/* The calling thread's identity for slab ownership: the thread pointer
+ * (one %fs-relative compare on x86-64). Unique among live threads; a
+ * reused one never matches a stale owner because exiting threads (and the
+ * fork child, for the other threads) abandon every slab they own. */
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__))
+#define HAK_THREAD_ID() ((uintptr_t)__builtin_thread_pointer())
+#else
+extern __thread char hak_tid_anchor __attribute__((tls_model("initial-exec")));
+#define HAK_THREAD_ID() ((uintptr_t)&hak_tid_anchor)
+#endif
+/* Owner tags that no thread id can equal (user addresses stay below 2^62):
+ * the profiler's heaps (the fast path must never match) and the shared
+ * exit heap. */
+#define HAK_TID_PROF_BIT ((uintptr_t)1 << 63)
+#define HAK_TID_EXIT_BIT ((uintptr_t)1 << 62)
+
 HAK_INLINE size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 #endif

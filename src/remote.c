@@ -16,8 +16,8 @@ void remote_free(hak_slab_t *s, hak_block_t *b) {
   for (;;) {
     if (tf & TF_DELAYED) {
       uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-      if (owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) {
-        hak_heap_t *h = (hak_heap_t *)(owner & ~OWNER_FULL);
+      hak_heap_t *h = ss_heap(ss_of(s));
+      if ((owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) && h != NULL) {
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
         while (d != HEAP_DELAYED_CLOSED) {
           blk_set_next(b, (hak_block_t *)d);
@@ -61,7 +61,7 @@ bool remote_mark_full(hak_slab_t *s, hak_heap_t *h) {
   if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &expect, TF_DELAYED,
                                                memory_order_acq_rel, memory_order_relaxed))
     return false;
-  atomic_store_explicit(&s->owner, (uintptr_t)h | OWNER_FULL, memory_order_release);
+  atomic_store_explicit(&s->owner, h->tid | OWNER_FULL, memory_order_release);
   return true;
 }
 
@@ -75,7 +75,7 @@ void remote_clear_mark(hak_slab_t *s) {
 }
 
 void remote_unmark_full(hak_slab_t *s, hak_heap_t *h) {
-  atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+  atomic_store_explicit(&s->owner, h->tid, memory_order_release);
   remote_clear_mark(s);
 }
 

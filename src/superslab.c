@@ -75,7 +75,7 @@ static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   os_protect_none((uint8_t *)ss + HAK_SS_SIZE - os_page_size, os_page_size);
 #endif
   ss->listed = 0;
-  ss->heap = NULL;
+  ss_set_heap(ss, NULL);
   ss->next = ss->prev = NULL;
   ss->free_mask = ss_all_mask(ss);
   ss->dirty_mask = 0;
@@ -230,7 +230,7 @@ static void ss_abandon_purge_locked(uint64_t now, bool force) {
 }
 
 void ss_abandon_push(hak_superslab_t *ss) {
-  ss->heap = NULL;
+  ss_set_heap(ss, NULL);
   ss->listed = 0;
   ss->abandoned = 1;
   uint64_t now = os_now_ms();
@@ -370,13 +370,14 @@ ss_counts_t ss_counts(void) {
   return c;
 }
 
-void ss_fork_child_abandon(const struct hak_heap *keep) {
+void ss_fork_child_abandon(const struct hak_heap *keep, const struct hak_heap *keep2) {
   for (hak_superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
-    if (ss->abandoned || ss->heap == NULL || ss->heap == keep) continue;
+    const struct hak_heap *owner = ss_heap(ss);
+    if (ss->abandoned || owner == NULL || owner == keep || owner == keep2) continue;
     for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
       if (!(ss->free_mask & ((uint64_t)1 << i)))
         atomic_store_explicit(&ss->slabs[i].owner, OWNER_ABANDONED, memory_order_relaxed);
-    ss->heap = NULL;
+    ss_set_heap(ss, NULL);
     ss->listed = 0;
     ss->abandoned = 1;
     ss->prev = NULL;

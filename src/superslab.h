@@ -12,11 +12,12 @@
  * May call: os, ownmap.
  *
  * Slab ownership protocol (the owner field):
- *   heap pointer            owned by that heap's thread, not full
- *   heap pointer | OWNER_FULL   owned, no free blocks (frees go the slow way)
+ *   heap tid                owned by that heap's thread, not full
+ *   heap tid | OWNER_FULL   owned, no free blocks (frees go the slow way)
  *   OWNER_ABANDONED         its thread exited; adoptable
  *   OWNER_UNUSED            not handed out (free slab in its superslab)
- * None of these is 0, so a thread without a heap (NULL) never matches.
+ * A heap's tid is its thread's id (HAK_THREAD_ID), or a tag no thread id
+ * equals (profiling, exit heap). The owning heap itself is ss->heap.
  * thread_free is a lock-free stack of blocks freed by other threads; its low
  * bit TF_DELAYED says the slab was full when the owner last looked, so a
  * remote free should also tell the owner (see remote.c).
@@ -98,6 +99,14 @@ typedef struct hak_superslab {
 #define SS_SLABS_OFFSET 128
 _Static_assert(__builtin_offsetof(hak_superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
 
+/* The owning heap of a superslab, read by other threads (remote frees). */
+HAK_INLINE struct hak_heap *ss_heap(const struct hak_superslab *ss) {
+  return __atomic_load_n(&ss->heap, __ATOMIC_ACQUIRE);
+}
+HAK_INLINE void ss_set_heap(struct hak_superslab *ss, struct hak_heap *h) {
+  __atomic_store_n(&ss->heap, h, __ATOMIC_RELEASE);
+}
+
 HAK_INLINE hak_superslab_t *ss_of(const void *p) {
   return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
@@ -165,7 +174,7 @@ ss_counts_t ss_counts(void);
 /* fork child, all locks held: superslabs of heaps other than keep belong
  * to threads that do not exist in the child; abandon them so that the
  * child's threads adopt and reuse their memory. */
-void ss_fork_child_abandon(const struct hak_heap *keep);
+void ss_fork_child_abandon(const struct hak_heap *keep, const struct hak_heap *keep2);
 
 void ss_lock_all(void);
 void ss_unlock_all(void);
