@@ -95,7 +95,9 @@ def fmt_ratio(r):
 
 def machine_block(meta, pkgs):
     lines = [
-        f"- date: {meta.get('date', '?')}, commit {meta.get('commit', '?')}, mode: {meta.get('mode', '?')}"
+        f"- date: {meta.get('date', '?')}, commit {meta.get('commit', '?')}"
+        + (f" (libhakmem.so built {meta['hakmem_lib_built']})" if "hakmem_lib_built" in meta else "")
+        + f", mode: {meta.get('mode', '?')}"
         + (f", elapsed {meta['elapsed']}" if "elapsed" in meta else ""),
         f"- machine: {meta.get('nproc', '?')} CPUs, {meta.get('cpu', '?')}; kernel {meta.get('kernel', '?')}; glibc {meta.get('glibc', '?')}",
     ]

@@ -248,6 +248,7 @@ machine_info() {
   printf 'commit\t%s\n' "$c"
   printf 'mode\t%s\n' "$([ $QUICK = 1 ] && echo quick || echo full), $REPEAT repeat(s)"
   printf 'build\t%s\n' "$BUILD_DIR"
+  [ -e "$HAKMEM_LIB" ] && printf 'hakmem_lib_built\t%s\n' "$(date -u -r "$(readlink -f "$HAKMEM_LIB")" '+%Y-%m-%d %H:%M UTC')"
   printf 'load_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
   for p in libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4; do
     v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) && printf 'pkg\t%s %s\n' "$p" "$v"

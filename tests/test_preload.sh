@@ -2,7 +2,9 @@
 # test_preload.sh — run real programs with libhakmem.so LD_PRELOADed and
 # compare their output byte for byte with the same run under glibc malloc.
 #
-#   test_preload.sh /path/to/libhakmem.so [maps|python|sort|gcc|perl|git|all]
+#   test_preload.sh /path/to/libhakmem.so [PART]
+#   parts: maps python sort gcc perl git pytests pytests_long sqlite redis
+#          gcclarge selfhost all
 #
 # A program that is not installed is skipped with a message (exit 77 when the
 # only requested part is skipped; CTest maps 77 to "skipped").
@@ -215,6 +217,236 @@ GITEOF
   echo "ok [git]: $(tail -1 "$d/hak.out")"
 }
 
+# CPython's own regression tests (Debian: libpython3.11-testsuite for
+# /usr/bin/python3). Compared by result: every test passes under hakmem as it
+# does without it (timings differ, so not the raw output).
+PYTESTS_SHORT="test_dict test_list test_set test_unicode test_threading test_gc test_bytes"
+PYTESTS_LONG="$PYTESTS_SHORT test_re test_json test_pickle test_collections test_itertools test_sort test_memoryview
+  test_weakref test_deque test_heapq test_functools test_io test_array test_struct test_decimal test_zlib test_bz2
+  test_lzma test_hashlib test_sqlite3 test_csv test_queue test_concurrent_futures test_asyncio test_mmap test_marshal
+  test_tuple test_str test_float test_long test_math test_random test_string test_textwrap test_difflib test_ast"
+part_pytests() {
+  local label=$1 tests=$2
+  [ -x "$PY" ] || { skip "$label" "$PY not installed"; return; }
+  local ver
+  ver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if ! "$PY" -c 'import test.test_dict' 2>/dev/null; then
+    skip "$label" "CPython's test suite is not installed for $PY (Debian package libpython$ver-testsuite)"
+    return
+  fi
+  ran=$((ran + 1))
+  local d=$TMP/$label
+  mkdir -p "$d/ref" "$d/hak"
+  local avail=""
+  for t in $tests; do
+    "$PY" -c "import test.$t" 2>/dev/null && avail="$avail $t"
+  done
+  # -j2: worker processes (they inherit LD_PRELOAD); --timeout: a hung test fails
+  (cd "$d/ref" && env -u LD_PRELOAD timeout 1500 "$PY" -m test -j2 --timeout=600 $avail >"$d/ref.out" 2>&1; echo $? >"$d/ref.rc")
+  (cd "$d/hak" && env LD_PRELOAD="$LIB" timeout 1500 "$PY" -m test -j2 --timeout=600 $avail >"$d/hak.out" 2>&1; echo $? >"$d/hak.rc")
+  local rr hr
+  rr=$(cat "$d/ref.rc"); hr=$(cat "$d/hak.rc")
+  # the verdict per test: "test_x passed", "test_x failed", ...
+  summary() { grep -oE '(test_[a-z0-9_]+) (passed|failed|skipped|crashed|timed out|resource denied)' "$1" | sort; }
+  summary "$d/ref.out" >"$d/ref.sum"
+  summary "$d/hak.out" >"$d/hak.sum"
+  if [ "$rr" != 0 ]; then
+    echo "note [$label]: the reference run (no hakmem) exits $rr; comparing per-test results"
+  fi
+  if [ "$hr" != "$rr" ] || ! cmp -s "$d/ref.sum" "$d/hak.sum"; then
+    fail "$label" "results under hakmem (exit $hr) differ from the reference run (exit $rr):"
+    diff "$d/ref.sum" "$d/hak.sum" | head -20
+    grep -E 'Error|FAIL|Fatal|hakmem' "$d/hak.out" | head -30
+    return
+  fi
+  echo "ok [$label]: $(grep -c passed "$d/hak.sum") CPython test modules passed as without hakmem ($(grep -E '^Total duration' "$d/hak.out"))"
+}
+
+# sqlite3: a generated workload (inserts, indexes, joins, aggregates,
+# updates, deletes, vacuum, an in-memory database), output compared
+part_sqlite() {
+  local SQ
+  SQ=$(command -v sqlite3) || { skip sqlite "sqlite3 not installed (Debian package sqlite3)"; return; }
+  ran=$((ran + 1))
+  local d=$TMP/sqlite
+  mkdir -p "$d"
+  cat >"$d/work.sql" <<'SQLEOF'
+PRAGMA journal_mode=WAL;
+PRAGMA cache_size=-20000;
+CREATE TABLE people(id INTEGER PRIMARY KEY, name TEXT, city INTEGER, score REAL, blob BLOB);
+CREATE TABLE cities(id INTEGER PRIMARY KEY, name TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500)
+  INSERT INTO cities SELECT x, 'city' || x || substr('abcdefghijklmnopqrstuvwxyz', 1 + x % 26) FROM c;
+BEGIN;
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000)
+  INSERT INTO people SELECT x, 'name' || (x * 7919 % 100003) || printf('%.*c', x % 50, 'z'), x * 31 % 500 + 1,
+    (x * 2654435761 % 1000003) / 1000.0, zeroblob(x % 300) FROM c;
+COMMIT;
+CREATE INDEX people_city ON people(city, score);
+CREATE INDEX people_name ON people(name);
+SELECT count(*), sum(length(name)), round(avg(score), 4), sum(length(blob)) FROM people;
+SELECT c.name, count(*), round(max(p.score), 3) FROM people p JOIN cities c ON c.id = p.city
+  GROUP BY c.id ORDER BY count(*) DESC, c.name LIMIT 15;
+SELECT name FROM people WHERE name LIKE 'name1234%' ORDER BY name LIMIT 10;
+UPDATE people SET name = upper(name) || '-' || id, score = score * 1.5 WHERE id % 7 = 0;
+DELETE FROM people WHERE id % 11 = 0;
+SELECT count(*), round(sum(score), 2), group_concat(substr(name, 1, 3), '') FROM
+  (SELECT * FROM people WHERE city < 5 ORDER BY id LIMIT 200);
+WITH RECURSIVE fib(a, b, n) AS (SELECT 0, 1, 0 UNION ALL SELECT b, a + b, n + 1 FROM fib WHERE n < 80)
+  SELECT max(a) FROM fib;
+SELECT city, count(*) AS n, group_concat(id) FROM (SELECT * FROM people ORDER BY score DESC LIMIT 2000)
+  GROUP BY city HAVING n > 6 ORDER BY n DESC, city LIMIT 5;
+CREATE TEMP TABLE t AS SELECT id, name, score FROM people ORDER BY random() LIMIT 50000;
+SELECT count(DISTINCT name) FROM t;
+VACUUM;
+PRAGMA integrity_check;
+ATTACH ':memory:' AS mem;
+CREATE TABLE mem.big(k TEXT PRIMARY KEY, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000)
+  INSERT INTO mem.big SELECT hex(x * 48271 % 2147483647), printf('%0*d', x % 400, x) FROM c;
+SELECT count(*), sum(length(v)), min(k), max(k) FROM mem.big;
+SQLEOF
+  # (random() in the TEMP table only feeds a count: the output is deterministic)
+  run_both sqlite "$d" sh -c "'$SQ' -batch db.sqlite < '$d/work.sql'" || return
+  echo "ok [sqlite]: $(wc -l <"$d/hak.out") result lines identical; $(tail -1 "$d/hak.out")"
+}
+
+# redis-server under hakmem, driven by redis-benchmark (bounded request
+# count) and redis-cli on 127.0.0.1; a reference run without hakmem must give
+# the same data (benchmark figures are only required to complete).
+part_redis() {
+  local RS RB RC
+  RS=$(command -v redis-server) || { skip redis "redis-server not installed (Debian package redis-server)"; return; }
+  RB=$(command -v redis-benchmark) || { skip redis "redis-benchmark not installed (Debian package redis-tools)"; return; }
+  RC=$(command -v redis-cli) || { skip redis "redis-cli not installed (Debian package redis-tools)"; return; }
+  ran=$((ran + 1))
+  local d=$TMP/redis mode
+  mkdir -p "$d"
+  for mode in ref hak; do
+    local port=$((20000 + RANDOM % 20000)) pre=""
+    [ $mode = hak ] && pre="LD_PRELOAD=$LIB"
+    mkdir -p "$d/$mode"
+    # started from this shell (not a subshell) so that `wait` gets its status
+    env -u LD_PRELOAD $pre "$RS" --port $port --bind 127.0.0.1 --save '' --appendonly no \
+       --daemonize no --dir "$d/$mode" --logfile "$d/$mode/server.log" --maxmemory 0 &
+    echo $! >"$d/$mode/pid"
+    local up=0
+    for _ in $(seq 1 100); do
+      if "$RC" -h 127.0.0.1 -p $port ping 2>/dev/null | grep -q PONG; then up=1; break; fi
+      sleep 0.1
+    done
+    if [ $up = 0 ]; then
+      fail redis "redis-server ($mode) did not start"; cat "$d/$mode/server.log" | tail -20
+      kill "$(cat "$d/$mode/pid")" 2>/dev/null; return
+    fi
+    if [ $mode = hak ] && ! grep -q libhakmem "/proc/$(cat "$d/$mode/pid")/maps" 2>/dev/null; then
+      fail redis "libhakmem is not mapped into redis-server"; kill "$(cat "$d/$mode/pid")"; return
+    fi
+    # a deterministic data set, then the benchmark (random keys), then checks
+    {
+      for i in $(seq 1 2000); do
+        echo "SET key:$i $(printf 'v%.0s' $(seq 1 $((i % 50 + 1))))-$i"
+        echo "RPUSH list:$((i % 20)) item$i"
+        echo "HSET hash:$((i % 10)) f$i $((i * i))"
+        echo "ZADD zset $((i * 7 % 1000)) m$i"
+        echo "SADD set:$((i % 5)) s$((i % 700))"
+      done
+      echo "APPEND key:1 more"
+    } | "$RC" -h 127.0.0.1 -p $port >/dev/null
+    if ! timeout 240 "$RB" -h 127.0.0.1 -p $port -q -n 50000 -c 20 -P 8 -d 200 -r 10000 \
+         -t set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,lrange_100,mset >"$d/$mode/bench.txt" 2>&1; then
+      fail redis "redis-benchmark ($mode) failed:"; tail -5 "$d/$mode/bench.txt"
+      kill "$(cat "$d/$mode/pid")" 2>/dev/null; return
+    fi
+    {
+      for i in 1 2 17 500 1999 2000; do echo "GET key:$i"; done
+      echo "LRANGE list:3 0 -1"; echo "HGETALL hash:4"; echo "ZRANGE zset 0 20 WITHSCORES"
+      echo "SORT set:2 ALPHA"; echo "SCARD set:2"; echo "STRLEN key:1"; echo "LLEN list:0"
+    } | "$RC" -h 127.0.0.1 -p $port >"$d/$mode.out" 2>&1
+    "$RC" -h 127.0.0.1 -p $port info memory | grep -E '^(used_memory_human|mem_allocator)' >"$d/$mode/mem.txt"
+    "$RC" -h 127.0.0.1 -p $port shutdown nosave >/dev/null 2>&1
+    local pid
+    pid=$(cat "$d/$mode/pid")
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then fail redis "redis-server ($mode) did not shut down"; kill -9 "$pid"; return; fi
+    wait "$pid" 2>/dev/null
+    local rc=$?
+    if [ $rc != 0 ]; then fail redis "redis-server ($mode) exited $rc"; tail -20 "$d/$mode/server.log"; return; fi
+    if grep -E 'hakmem|crashed|Assertion|Guru Meditation' "$d/$mode/server.log" >/dev/null; then
+      fail redis "redis-server ($mode) log reports a problem:"; grep -E 'hakmem|crashed|Assertion|Guru' "$d/$mode/server.log" | head; return
+    fi
+  done
+  if ! cmp -s "$d/ref.out" "$d/hak.out"; then
+    fail redis "data read back differs from the reference run:"; diff "$d/ref.out" "$d/hak.out" | head -20; return
+  fi
+  echo "ok [redis]: data identical; under hakmem: $(tr '\n' ' ' <"$d/hak/mem.txt")"
+  tr '\r' '\n' <"$d/hak/bench.txt" | grep -E 'requests per second' | sed 's/^/  redis-benchmark (hakmem): /' | head -20
+}
+
+# gcc on a large generated translation unit (thousands of functions, -O2)
+part_gcclarge() {
+  local CC
+  CC=$(command -v gcc) || { skip gcclarge "gcc not installed"; return; }
+  ran=$((ran + 1))
+  local d=$TMP/gcclarge n=${GCC_LARGE_FUNCS:-1000}
+  mkdir -p "$d"
+  awk -v n="$n" 'BEGIN {
+    print "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>";
+    print "struct rec { int k; double v; char name[24]; struct rec *next; };";
+    for (i = 0; i < n; i++) {
+      printf "static double f%d(struct rec *r, int x) {\n  double acc = %d.5; int t[%d];\n", i, i, 8 + i % 24;
+      printf "  for (int j = 0; j < %d; j++) t[j] = (x * %d + j) %% %d;\n", 8 + i % 24, 2 * i + 1, 97 + i;
+      printf "  for (struct rec *p = r; p; p = p->next) {\n    switch ((p->k + x) %% 6) {\n";
+      for (c = 0; c < 6; c++) printf "    case %d: acc += p->v * %d - t[%d]; break;\n", c, c + i % 5, c % (8 + i % 24);
+      printf "    default: acc -= strlen(p->name);\n    }\n  }\n";
+      printf "  if (x > 0 && acc < %d) acc += f%d(r, x - 1) / 2;\n", i * 3, (i > 0 ? i - 1 : 0);
+      printf "  return acc;\n}\n";
+    }
+    print "int main(void) {\n  struct rec rs[64];";
+    print "  for (int i = 0; i < 64; i++) { rs[i].k = i; rs[i].v = i * 0.25; snprintf(rs[i].name, sizeof rs[i].name, \"r%d\", i); rs[i].next = i < 63 ? &rs[i + 1] : NULL; }";
+    print "  double s = 0;";
+    for (i = 0; i < n; i += 7) printf "  s += f%d(rs, %d);\n", i, i % 3;
+    print "  printf(\"%.3f\\n\", s);\n  return 0;\n}";
+  }' >"$d/big.c"
+  run_both gcclarge "$d" "$CC" -O2 -fno-ident -c "$d/big.c" -o big.o || return
+  if ! cmp -s "$d/ref/big.o" "$d/hak/big.o"; then fail gcclarge "object file differs from the reference compile"; return; fi
+  echo "ok [gcclarge]: $n functions ($(wc -c <"$d/big.c") bytes of C) compiled at -O2 to identical objects ($(wc -c <"$d/hak/big.o") bytes)"
+}
+
+# Self-hosting: configure and build hakmem itself (cmake, make, cc under
+# LD_PRELOAD of the freshly built library), then run the result's API test.
+part_selfhost() {
+  local CM MK
+  CM=$(command -v cmake) || { skip selfhost "cmake not installed"; return; }
+  MK=$(command -v make) || { skip selfhost "make not installed"; return; }
+  command -v cc >/dev/null || { skip selfhost "cc not installed"; return; }
+  local SRC
+  SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  [ -f "$SRC/CMakeLists.txt" ] && [ -d "$SRC/src" ] || { skip selfhost "hakmem sources not found at $SRC"; return; }
+  ran=$((ran + 1))
+  local d=$TMP/selfhost
+  mkdir -p "$d"
+  if ! (cd "$d" && env LD_PRELOAD="$LIB" timeout 600 "$CM" -S "$SRC" -B build -DCMAKE_BUILD_TYPE=Release \
+         -DHAKMEM_BUILD_BENCH=OFF >"$d/configure.log" 2>&1); then
+    fail selfhost "cmake under hakmem failed:"; tail -20 "$d/configure.log"; return
+  fi
+  if ! (cd "$d" && env LD_PRELOAD="$LIB" timeout 900 "$MK" -C build -j2 hakmem hakmem_static test_api test_model \
+         >"$d/build.log" 2>&1); then
+    fail selfhost "make under hakmem failed:"; grep -E 'error|Error' "$d/build.log" | head -20; return
+  fi
+  if grep -q 'hakmem:' "$d/configure.log" "$d/build.log"; then
+    fail selfhost "hakmem reported an error during the build:"; grep 'hakmem:' "$d/configure.log" "$d/build.log" | head; return
+  fi
+  local t
+  if ! t=$(cd "$d/build" && timeout 300 ./tests/test_api 2>&1); then
+    fail selfhost "the self-built test_api fails:"; echo "$t" | tail -10; return
+  fi
+  if ! t=$(cd "$d/build" && timeout 300 ./tests/test_model --ops=300000 2>&1); then
+    fail selfhost "the self-built test_model fails:"; echo "$t" | tail -10; return
+  fi
+  echo "ok [selfhost]: hakmem configured and built under LD_PRELOAD=libhakmem.so ($(grep -c 'Building C' "$d/build.log") C files); its test_api and test_model pass"
+}
+
 case "$PART" in
   maps) part_maps ;;
   python) part_python ;;
@@ -222,7 +454,14 @@ case "$PART" in
   gcc) part_gcc ;;
   perl) part_perl ;;
   git) part_git ;;
-  all) part_maps; part_python; part_sort; part_gcc; part_perl; part_git ;;
+  pytests) part_pytests pytests "$PYTESTS_SHORT" ;;
+  pytests_long) part_pytests pytests_long "$PYTESTS_LONG" ;;
+  sqlite) part_sqlite ;;
+  redis) part_redis ;;
+  gcclarge) part_gcclarge ;;
+  selfhost) part_selfhost ;;
+  all) part_maps; part_python; part_sort; part_gcc; part_perl; part_git; part_pytests pytests "$PYTESTS_SHORT"
+       part_sqlite; part_redis; part_gcclarge; part_selfhost ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
 
