@@ -5,6 +5,7 @@
  */
 #include "heap.h"
 #include "foreign.h"
+#include "large.h"
 #include "options.h"
 #include "os.h"
 #include "remote.h"
@@ -230,6 +231,8 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
     ss_list_push_back(h, ss);
 }
 
+static void heap_purge(hak_heap_t *h, uint64_t now, bool force);
+
 static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
@@ -242,7 +245,17 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
       continue;
     }
     ss = ss_acquire(kind);
-    if (ss == NULL) return NULL;
+    if (ss == NULL) {
+      /* Out of memory (or address space, under RLIMIT_AS): give back
+       * everything idle — our free superslabs, the caches, idle large
+       * spans — and try once more. */
+      heap_purge(h, os_now_ms(), true);
+      ss_abandon_collect(true);
+      ss_purge_cache(0, true);
+      large_purge(0, true);
+      ss = ss_acquire(kind);
+      if (ss == NULL) return NULL;
+    }
     ss_set_heap(ss, h);
     ss_list_push_front(h, ss);
     return heap_take_slab(h, ss, cls);
