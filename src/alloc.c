@@ -306,5 +306,5 @@ void hak_collect_impl(bool force) {
   heap_collect(force);
   large_purge(os_now_ms(), force);
   ss_abandon_collect(force);
-  if (force) ss_purge_cache(os_now_ms(), true);
+  if (force) ss_cache_unmap_all();
 }

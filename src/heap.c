@@ -251,7 +251,7 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
        * spans — and try once more. */
       heap_purge(h, os_now_ms(), true);
       ss_abandon_collect(true);
-      ss_purge_cache(0, true);
+      ss_cache_unmap_all();
       large_purge(0, true);
       ss = ss_acquire(kind);
       if (ss == NULL) return NULL;

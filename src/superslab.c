@@ -153,9 +153,9 @@ void ss_release(hak_superslab_t *ss) {
   os_unmap(ss, HAK_SS_SIZE);
 }
 
-void ss_purge_cache(uint64_t now_ms, bool force) {
-  (void)now_ms;
-  if (!force) return; /* cached superslabs are already decommitted */
+/* Cached superslabs are already decommitted; this gives their address
+ * space back too (hak_collect(1), out of memory). */
+void ss_cache_unmap_all(void) {
   pthread_mutex_lock(&ss_cache_lock);
   hak_superslab_t *list = ss_cache;
   ss_cache = NULL;

@@ -155,7 +155,7 @@ hak_superslab_t *ss_abandon_pop(unsigned kind);
  * sits idle there. nudge: the same if the lock is free, from remote frees. */
 void ss_abandon_collect(bool force);
 void ss_abandon_nudge(void);
-void ss_purge_cache(uint64_t now_ms, bool force);
+void ss_cache_unmap_all(void);
 /* Initialise slab idx of ss for class cls, owned by owner. */
 hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
 /* Carve the next batch of fresh blocks onto the (empty) free list. */
