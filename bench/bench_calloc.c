@@ -11,15 +11,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [ITERS=2000000] [WS=400] [SEED=11]\n", argv[0]);
-        return 0;
-    }
-    uint64_t iters = (uint64_t)bench_arg(argc, argv, 1, 2000000);
-    uint64_t ws = (uint64_t)bench_arg(argc, argv, 2, 400);
-    uint64_t seed = (uint64_t)bench_arg(argc, argv, 3, 11);
-    if (ws == 0 || ws > 0xffffffffu)
-        bench_die("bad WS");
+    bench_iws args = bench_iws_args(argc, argv, 2000000, 400, 11, NULL);
+    uint64_t iters = args.iters, ws = args.ws, seed = args.seed;
     void **slots = calloc(ws, sizeof *slots);
     if (!slots)
         bench_die("out of memory");

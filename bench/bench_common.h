@@ -107,6 +107,28 @@ static BENCH_UNUSED long long bench_arg(int argc, char **argv, int i, long long 
     return v;
 }
 
+/* The ITERS WS SEED arguments shared by the random-mixed-style benchmarks:
+ * --help prints their usage (and extra lines, if any) and exits; WS must be
+ * in 1..2^32-1. */
+typedef struct bench_iws {
+    uint64_t iters, ws, seed;
+} bench_iws;
+
+static BENCH_UNUSED bench_iws bench_iws_args(int argc, char **argv, long long iters, long long ws,
+                                             long long seed, const char *extra)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: %s [ITERS=%lld] [WS=%lld] [SEED=%lld]\n%s", argv[0], iters, ws, seed,
+               extra ? extra : "");
+        exit(0);
+    }
+    bench_iws a = {(uint64_t)bench_arg(argc, argv, 1, iters), (uint64_t)bench_arg(argc, argv, 2, ws),
+                   (uint64_t)bench_arg(argc, argv, 3, seed)};
+    if (a.ws == 0 || a.ws > 0xffffffffu)
+        bench_die("WS must be in 1..2^32-1");
+    return a;
+}
+
 static BENCH_UNUSED long long bench_env(const char *name, long long def)
 {
     const char *s = getenv(name);

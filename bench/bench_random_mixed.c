@@ -12,19 +12,10 @@
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [ITERS=10000000] [WS=400] [SEED=42]\n"
-               "env: HAKMEM_BENCH_MIN_SIZE (16) HAKMEM_BENCH_MAX_SIZE (1024) BENCH_BASELINE=1\n",
-               argv[0]);
-        return 0;
-    }
-    uint64_t iters = (uint64_t)bench_arg(argc, argv, 1, 10000000);
-    uint64_t ws = (uint64_t)bench_arg(argc, argv, 2, 400);
-    uint64_t seed = (uint64_t)bench_arg(argc, argv, 3, 42);
+    bench_iws args = bench_iws_args(argc, argv, 10000000, 400, 42, "env: HAKMEM_BENCH_MIN_SIZE (16) HAKMEM_BENCH_MAX_SIZE (1024) BENCH_BASELINE=1\n");
+    uint64_t iters = args.iters, ws = args.ws, seed = args.seed;
     size_t min = (size_t)bench_env("HAKMEM_BENCH_MIN_SIZE", 16);
     size_t max = (size_t)bench_env("HAKMEM_BENCH_MAX_SIZE", 1024);
-    if (ws == 0 || ws > 0xffffffffu)
-        bench_die("WS must be in 1..2^32-1");
     if (min == 0 || max < min)
         bench_die("need 0 < MIN_SIZE <= MAX_SIZE");
     int baseline = bench_baseline_mode();
