@@ -66,7 +66,7 @@ HAK_API void hak_collect(int force);
  * counters (allocs .. slow_allocs) are nonzero only in a statistics build
  * (-DHAKMEM_STATS=ON). Versioned: set size = sizeof(struct hak_stats)
  * before calling; fields beyond the caller's size are not written. */
-#define HAK_STATS_VERSION 1
+#define HAK_STATS_VERSION 2
 #define HAK_STATS_CLASSES 64
 
 struct hak_class_stats {
@@ -93,6 +93,13 @@ struct hak_stats {
   /* statistics build (zero otherwise) */
   size_t allocs, frees, slow_allocs, refills, remote_frees, threads_exited;
   struct hak_class_stats classes[HAK_STATS_CLASSES];
+  /* version 2: memory return (docs/stats.md) */
+  size_t heap_idle_bytes;      /* free slabs of thread heaps still resident (reused warm) */
+  size_t decayed_bytes;        /* decommitted after idling for the purge delay */
+  size_t collected_bytes;      /* decommitted at once by hak_collect(1) / malloc_trim */
+  size_t bg_thread_running;    /* 1 while the background purge thread runs */
+  size_t bg_passes;            /* purge passes the background thread made */
+  size_t purge_lock_busy;      /* times a purge found a heap's lock taken and skipped it */
 };
 
 HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */

@@ -2,6 +2,7 @@
  * alloc.c — slow paths and the less frequent entry points (see alloc.h).
  */
 #include "alloc.h"
+#include "decay.h"
 #include "foreign.h"
 #include "front.h"
 #include "heap.h"
@@ -104,7 +105,10 @@ bool hak_check_free(hak_slab_t *s, void *p, bool local) {
 }
 #endif
 
-void hak_slab_emptied(hak_slab_t *s) { heap_slab_emptied(hak_front.self, s); }
+void hak_slab_emptied(hak_slab_t *s) {
+  heap_slab_emptied(hak_front.self, s);
+  decay_poll();
+}
 
 /* A slab block is valid if it lies in the block area of a slab in use.
  * Only fields fixed while the slab is in use are read (carved changes under
@@ -131,9 +135,11 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
 #endif
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
     heap_free_local(h, s, p, owner);
+    decay_poll();
   } else {
     HAK_STAT(ST_REMOTE);
     remote_free(s, p);
+    decay_poll();
   }
 }
 
@@ -143,9 +149,10 @@ static void free_any(void *p, const char *call) {
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT)
     free_small_slow(p, v, call);
-  else if (v != OWN_NONE)
+  else if (v != OWN_NONE) {
     large_free(p, v, call);
-  else if (foreign_owns(p))
+    decay_poll();
+  } else if (foreign_owns(p))
     foreign_free(p); /* glibc's block (or the bypass): hand it back */
   else
     hak_report_invalid(call, p);
@@ -303,8 +310,6 @@ void *hak_pvalloc_impl(size_t size) {
 void hak_collect_impl(bool force) {
   hak_ensure_init();
   if (hak_opt.force_libc) return;
-  heap_collect(force);
-  large_purge(os_now_ms(), force);
-  ss_abandon_collect(force);
-  if (force) ss_cache_unmap_all();
+  heap_drain_self(); /* blocks other threads freed into ours can go too */
+  decay_collect_all(force);
 }

@@ -4,6 +4,7 @@
  * free (see heap.h for the contract).
  */
 #include "heap.h"
+#include "decay.h"
 #include "foreign.h"
 #include "large.h"
 #include "options.h"
@@ -30,6 +31,7 @@ HAK_TLS hak_front_t hak_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &hak_empt
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_heap_t *heap_pool;     /* heaps of exited threads */
+static hak_heap_t *heap_all;      /* every heap made; read without the lock */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
 static size_t heap_chunk_left;
 static pthread_key_t heap_key;
@@ -44,10 +46,9 @@ static void heap_reset(hak_heap_t *h) {
     h->partial[c] = NULL;
   }
   for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
-  h->next_purge_ms = 0;
+  atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
-  h->has_dirty = false;
-  h->dirty_bytes = 0;
+  atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   h->pool_next = NULL;
 }
 
@@ -71,11 +72,16 @@ static hak_heap_t *heap_new(void) {
       h = (hak_heap_t *)heap_chunk;
       heap_chunk += sz;
       heap_chunk_left -= sz;
+      pthread_mutex_init(&h->lock, NULL);
+      h->all_next = heap_all;
+      __atomic_store_n(&heap_all, h, __ATOMIC_RELEASE);
     }
   }
   pthread_mutex_unlock(&heap_pool_lock);
   if (h == NULL) return NULL;
+  pthread_mutex_lock(&h->lock);
   heap_reset(h);
+  pthread_mutex_unlock(&h->lock);
   atomic_store_explicit(&h->delayed, 0, memory_order_release);
   return h;
 }
@@ -168,34 +174,44 @@ static void ss_list_push_back(hak_heap_t *h, hak_superslab_t *ss) {
   ss->listed = 1;
 }
 
-#define HEAP_DIRTY_BUDGET ((size_t)8 << 20)
-static void heap_purge(hak_heap_t *h, uint64_t now, bool force);
+static void heap_dirty_add(hak_heap_t *h, size_t bytes, long sign) {
+  size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+  d = sign > 0 ? d + bytes : d > bytes ? d - bytes : 0;
+  atomic_store_explicit(&h->dirty_bytes, d, memory_order_relaxed);
+}
 
-/* A slab of h becomes free again inside its superslab. */
+/* A slab of h becomes free again inside its superslab, its pages still
+ * resident: the next slab h needs of that kind reuses it warm, and the
+ * purge decommits it only once it has been idle for the purge delay —
+ * never because of how much was freed (that would fault the same pages
+ * back in on the next allocation). Under h->lock. */
 static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
   hak_superslab_t *ss = ss_of_slab(s);
-  uint64_t bit = (uint64_t)1 << s->index;
-  atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
-  s->free = NULL;
+  uint64_t now = os_now_ms();
   if (ss->free_mask == 0 && ss->listed) {
     /* It had no free slab, so it sat behind the ones that do. */
     ss_list_remove(h, ss);
     ss_list_push_front(h, ss);
   }
-  ss->free_mask |= bit;
-  if (ss->dirty_mask == 0) ss->dirty_since_ms = os_now_ms();
-  ss->dirty_mask |= bit;
-  h->has_dirty = true;
-  /* Dirty budget: a thread that frees a lot and then goes quiet makes no
-   * slow-path call that would purge after the delay, so beyond this much
-   * released memory purge now (the delay still spares small churn). */
-  h->dirty_bytes += (size_t)1 << ss->slab_shift;
-  /* (Not while the thread exits: heap_abandon_all is walking the lists.) */
-  if (h->dirty_bytes > HEAP_DIRTY_BUDGET && hak_front.self == h) heap_purge(h, os_now_ms(), true);
+  ss_slab_free(ss, s, now);
+  heap_dirty_add(h, (size_t)1 << ss->slab_shift, 1);
+  uint64_t due = now + hak_opt.purge_delay_ms;
+  if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
+    atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+  decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed));
+}
+
+static void heap_release_slab_locked(hak_heap_t *h, hak_slab_t *s) {
+  pthread_mutex_lock(&h->lock);
+  heap_release_slab(h, s);
+  pthread_mutex_unlock(&h->lock);
 }
 
 static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned cls) {
-  unsigned idx = (unsigned)__builtin_ctzll(ss->free_mask);
+  /* A warm (dirty) slab first: its pages are resident. */
+  uint64_t warm = ss->free_mask & ss->dirty_mask;
+  unsigned idx = (unsigned)__builtin_ctzll(warm ? warm : ss->free_mask);
+  if (warm) heap_dirty_add(h, ((size_t)1 << ss->slab_shift) - ss_area_offset(idx), -1);
   hak_slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
     ss_list_remove(h, ss);
@@ -205,8 +221,15 @@ static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned c
 }
 
 /* Take over a superslab whose thread exited: collect what other threads
- * freed into it and sort its slabs into h's lists. */
+ * freed into it and sort its slabs into h's lists. Under h->lock. */
 static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
+  size_t dirty = ss_dirty_bytes(ss);
+  if (dirty) {
+    heap_dirty_add(h, dirty, 1);
+    uint64_t due = ss->last_free_ms + hak_opt.purge_delay_ms;
+    if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
+      atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+  }
   ss_set_heap(ss, h);
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
@@ -231,9 +254,10 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
     ss_list_push_back(h, ss);
 }
 
-static void heap_purge(hak_heap_t *h, uint64_t now, bool force);
+static size_t heap_purge(hak_heap_t *h, uint64_t now, bool force);
 
-static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
+/* Under h->lock. */
+static hak_slab_t *heap_new_slab_locked(hak_heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
     hak_superslab_t *ss = h->ss_head[kind];
@@ -245,20 +269,22 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
       continue;
     }
     ss = ss_acquire(kind);
-    if (ss == NULL) {
-      /* Out of memory (or address space, under RLIMIT_AS): give back
-       * everything idle — our free superslabs, the caches, idle large
-       * spans — and try once more. */
-      heap_purge(h, os_now_ms(), true);
-      ss_abandon_collect(true);
-      ss_cache_unmap_all();
-      large_purge(0, true);
-      ss = ss_acquire(kind);
-      if (ss == NULL) return NULL;
-    }
+    if (ss == NULL) return NULL;
     ss_set_heap(ss, h);
     ss_list_push_front(h, ss);
     return heap_take_slab(h, ss, cls);
+  }
+}
+
+static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
+  for (int retried = 0;; retried = 1) {
+    pthread_mutex_lock(&h->lock);
+    hak_slab_t *s = heap_new_slab_locked(h, cls);
+    pthread_mutex_unlock(&h->lock);
+    if (s != NULL || retried) return s;
+    /* Out of memory (or address space, under RLIMIT_AS): give back
+     * everything idle in every heap, list and cache, and try once more. */
+    decay_collect_all(true);
   }
 }
 
@@ -267,7 +293,7 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
 void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
   if (s->in_partial) partial_remove(h, s);
-  heap_release_slab(h, s);
+  heap_release_slab_locked(h, s);
 }
 
 void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner) {
@@ -281,7 +307,7 @@ void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t own
   if (owner & OWNER_FULL) {
     remote_unmark_full(s, h);
     if (s->used == 0)
-      heap_release_slab(h, s);
+      heap_release_slab_locked(h, s);
     else
       partial_push(h, s);
   } else if (s->used == 0) {
@@ -306,45 +332,101 @@ static void heap_drain_delayed(hak_heap_t *h, bool close) {
 
 /* ---- purge --------------------------------------------------------------- */
 
-static void heap_purge(hak_heap_t *h, uint64_t now, bool force) {
-  uint64_t delay = hak_opt.purge_delay_ms;
-  bool dirty_left = false;
+/* Decommit h's free slabs idle for the purge delay and release its wholly
+ * free superslabs idle that long (everything idle if force). Under h->lock.
+ * Returns the bytes decommitted. */
+static size_t heap_purge(hak_heap_t *h, uint64_t now, bool force) {
+  uint64_t delay = hak_opt.purge_delay_ms, next = UINT64_MAX;
+  size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
     hak_superslab_t *ss = h->ss_head[k];
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
-      hak_superslab_t *next = ss->next;
-      bool idle = force || now - ss->dirty_since_ms >= delay;
+      hak_superslab_t *next_ss = ss->next;
+      bool idle = force || now - ss->last_free_ms >= delay;
       if (ss->free_mask == ss_all_mask(ss) && idle) {
+        size_t d = ss_dirty_bytes(ss);
         ss_list_remove(h, ss);
         ss_set_heap(ss, NULL);
         ss_release(ss);
-      } else if (ss->dirty_mask) {
-        ss_purge_slabs(ss, now, delay, force);
-        if (ss->dirty_mask) dirty_left = true;
+        heap_dirty_add(h, d, -1);
+        purged += d;
+      } else {
+        size_t d = ss_purge_slabs(ss, now, delay, force, &next);
+        heap_dirty_add(h, d, -1);
+        purged += d;
+        if (ss->free_mask == ss_all_mask(ss) && ss->last_free_ms + delay < next)
+          next = ss->last_free_ms + delay;
       }
-      ss = next;
+      ss = next_ss;
     }
   }
-  h->has_dirty = dirty_left;
-  if (!dirty_left) h->dirty_bytes = 0;
-  h->next_purge_ms = now + (delay > 1 ? delay / 2 : 1);
+  atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
+  return purged;
 }
 
 /* Cheap housekeeping on every refill: drain the delayed list; every 16th
  * call look at the clock and purge what has been idle long enough. */
 static void heap_maintain(hak_heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
-  if ((++h->tick & 15) == 0 && h->has_dirty) {
+  if ((++h->tick & 15) == 0 &&
+      atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
     uint64_t now = os_now_ms();
-    if (now >= h->next_purge_ms) heap_purge(h, now, false);
+    if (now >= atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed)) {
+      pthread_mutex_lock(&h->lock);
+      decay_count(heap_purge(h, now, false));
+      pthread_mutex_unlock(&h->lock);
+    }
   }
 }
 
-void heap_collect(bool force) {
-  hak_heap_t *h = hak_front.self;
-  if (h == NULL) return;
-  heap_drain_delayed(h, false);
-  heap_purge(h, os_now_ms(), force);
+void heap_drain_self(void) {
+  hak_heap_t *self = hak_front.self;
+  if (self != NULL) heap_drain_delayed(self, false);
+}
+
+size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
+  size_t purged = 0;
+  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    if (h->dead || (!force && due > now)) {
+      if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
+      continue;
+    }
+    if (blocking)
+      pthread_mutex_lock(&h->lock);
+    else if (pthread_mutex_trylock(&h->lock) != 0) {
+      decay_note_contended();
+      if (next_due != NULL && now + 1 < *next_due) *next_due = now + 1;
+      continue;
+    }
+    purged += heap_purge(h, now, force);
+    due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    pthread_mutex_unlock(&h->lock);
+    if (next_due != NULL && due < *next_due) *next_due = due;
+  }
+  return purged;
+}
+
+size_t heap_idle_bytes(void) {
+  size_t b = 0;
+  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next)
+    b += atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+  return b;
+}
+
+void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2) {
+  for (hak_heap_t *h = heap_all; h != NULL; h = h->all_next) {
+    if (h == keep || h == keep2) continue;
+    /* Its superslabs are on the abandoned list now; its lock may have been
+     * held by a thread that does not exist here. */
+    pthread_mutex_init(&h->lock, NULL);
+    bool pooled = false;
+    for (hak_heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
+    if (!pooled) h->dead = true;
+    for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
+    atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
+  }
 }
 
 /* ---- refill -------------------------------------------------------------- */
@@ -382,7 +464,9 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  return slab_pop(s, s->free);
+  hak_block_t *b = slab_pop(s, s->free);
+  decay_poll(); /* the heap is consistent again: a safe point */
+  return b;
 }
 
 /* ---- thread exit --------------------------------------------------------- */
@@ -425,12 +509,15 @@ static void heap_thread_exit(void *arg) {
   hak_front.heap = NULL;
   hak_front.self = NULL;
   hak_front.exited = true;
+  pthread_mutex_lock(&h->lock);
   heap_abandon_all(h);
   heap_reset(h);
+  pthread_mutex_unlock(&h->lock);
   pthread_mutex_lock(&heap_pool_lock);
   h->pool_next = heap_pool;
   heap_pool = h;
   pthread_mutex_unlock(&heap_pool_lock);
+  decay_poll();
 }
 
 static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -17,20 +17,28 @@
 #include "internal.h"
 #include "superslab.h"
 
+#include <pthread.h>
+
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
 
 typedef struct hak_heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   hak_slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
   hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class */
+  /* Below: the page level of the heap, shared with the background purge
+   * thread and so guarded by lock. The owner takes it only when a slab
+   * changes hands with its superslab (once per slab, not per block); the
+   * purge thread only tries it. */
+  pthread_mutex_t lock;
   hak_superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
   hak_superslab_t *ss_tail[SS_KINDS];
+  _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
+  _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
-  uint64_t next_purge_ms;
   uint32_t tick;
-  bool has_dirty;                    /* some owned superslab has dirty free slabs */
-  size_t dirty_bytes;                /* bytes of free slabs released since the last purge */
+  bool dead;                         /* fork child: belonged to a thread that is gone */
   struct hak_heap *pool_next;
+  struct hak_heap *all_next;         /* every heap ever made (never freed) */
 } hak_heap_t;
 
 typedef struct hak_front {
@@ -63,8 +71,19 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls);
 void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner);
 /* The fast path emptied a (non-full) slab of h. */
 void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s);
-/* Purge idle memory of the calling thread's heap now. */
-void heap_collect(bool force);
+/* Purge what has been idle for the purge delay (everything idle if
+ * force) in every heap; blocking: wait for each heap's lock, else skip
+ * a heap whose owner holds it. Returns the bytes decommitted; *next_due
+ * (if not NULL) becomes the earliest time more memory becomes due
+ * (UINT64_MAX: none). */
+size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due);
+/* Take in what other threads freed into the calling thread's full slabs. */
+void heap_drain_self(void);
+/* Resident bytes of free slabs over every heap (a racy sum, statistics). */
+size_t heap_idle_bytes(void);
+/* fork child: heaps other than keep/keep2 belonged to threads that do not
+ * exist in the child; their superslabs are abandoned by superslab.c. */
+void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2);
 
 void heap_lock_all(void);
 void heap_unlock_all(void);

@@ -2,6 +2,7 @@
  * init.c — process initialisation and fork safety (see init.h).
  */
 #include "init.h"
+#include "decay.h"
 #include "heap.h"
 #include "large.h"
 #include "options.h"
@@ -10,7 +11,6 @@
 #include "os.h"
 #include "sizeclass.h"
 #include "superslab.h"
-#include "os.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -25,19 +25,26 @@ _Atomic int hak_init_state;
  * exited: blocks freed there go to the slabs' remote lists, and the
  * child's threads adopt the memory. */
 static void hak_fork_prepare(void) {
+  decay_fork_prepare(); /* no purge pass runs across the fork */
   heap_lock_all();
   ss_lock_all();
   large_lock_all();
 }
-static void hak_fork_parent(void) {
+static void hak_fork_unlock(void) {
   large_unlock_all();
   ss_unlock_all();
   heap_unlock_all();
 }
+static void hak_fork_parent(void) {
+  hak_fork_unlock();
+  decay_fork_parent();
+}
 static void hak_fork_child(void) {
   /* Keep the forking thread's heap and the shared exit heap. */
   ss_fork_child_abandon(hak_front.self, heap_shared_exit_heap());
-  hak_fork_parent();
+  heap_fork_child(hak_front.self, heap_shared_exit_heap());
+  hak_fork_unlock();
+  decay_fork_child();
 }
 
 void hak_process_init_slow(void) {

@@ -9,6 +9,7 @@
  * entry is resized with mremap to fit.
  */
 #include "large.h"
+#include "decay.h"
 #include "foreign.h"
 #include "options.h"
 #include "os.h"
@@ -81,11 +82,10 @@ static void large_cache_set_n(unsigned n) { __atomic_store_n(&large_cache_n, n, 
 
 static large_arena_t *large_arenas;
 static uint64_t large_next_purge_ms;
-/* Bytes of free arena spans that may be resident. Past the budget they are
- * purged at once, so a program that frees big buffers and goes quiet does
- * not keep them (the purge delay only spares smaller churn). */
+/* Bytes of free arena spans that may be resident: they go back by time
+ * only (decay.h), so big buffers cycled faster than the purge delay never
+ * fault their pages in again. */
 static size_t arena_dirty_bytes;
-#define ARENA_DIRTY_BUDGET ((size_t)32 << 20)
 
 static large_arena_t *arena_new(void) {
   uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
@@ -170,19 +170,24 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
 }
 
 /* Decommit free spans idle for the purge delay; unmap arenas that are
- * wholly free and clean, keeping one. Under large_lock. */
-static void arena_purge_locked(uint64_t now, bool force) {
+ * wholly free and clean, keeping one. Under large_lock. Lowers *next to
+ * when the next dirty span becomes due. */
+static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
+  uint64_t delay = hak_opt.purge_delay_ms;
   large_arena_t **link = &large_arenas;
   while (*link != NULL) {
     large_arena_t *a = *link;
     bool clean = true;
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
-      if (s->dirty && (force || now - s->freed_ms >= hak_opt.purge_delay_ms)) {
+      if (s->dirty && (force || now - s->freed_ms >= delay)) {
         size_t b = (size_t)s->count << ARENA_GRAN_SHIFT;
         os_decommit(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), b);
         arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+        decay_count(b);
         s->dirty = 0;
+      } else if (s->dirty && s->freed_ms + delay < *next) {
+        *next = s->freed_ms + delay;
       }
       clean &= !s->dirty;
     }
@@ -298,8 +303,9 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   if (base == NULL) {
     base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
     if (base == NULL) {
-      /* Memory may be sitting in our own caches: give it back and retry. */
-      large_purge(0, true);
+      /* Memory may be sitting idle in our own heaps, lists and caches:
+       * give it back and retry. */
+      decay_collect_all(true);
       base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
       if (base == NULL) {
         errno = ENOMEM;
@@ -325,31 +331,39 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
 }
 
 /* Move cached mappings idle for the purge delay (all if force) into drop[]
- * for unmapping outside the lock; returns how many. Under large_lock. */
-static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t *drop) {
+ * for unmapping outside the lock; returns how many. Under large_lock.
+ * Lowers *next (if not NULL) to when the next one becomes due. */
+static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t *drop, uint64_t *next) {
   unsigned nd = 0;
+  uint64_t delay = hak_opt.purge_delay_ms;
   for (unsigned i = 0; i < large_cache_n;) {
-    if (force || now - large_cache[i].freed_ms >= hak_opt.purge_delay_ms) {
+    if (force || now - large_cache[i].freed_ms >= delay) {
       drop[nd++] = large_cache[i];
       large_cache_bytes -= large_cache[i].size;
       large_cache[i] = large_cache[large_cache_n - 1];
       large_cache_set_n(large_cache_n - 1);
     } else {
+      if (next != NULL && large_cache[i].freed_ms + delay < *next) *next = large_cache[i].freed_ms + delay;
       i++;
     }
   }
   return nd;
 }
 
-void large_purge(uint64_t now_ms, bool force) {
+uint64_t large_purge(uint64_t now_ms, bool force) {
   large_slot_t drop[LARGE_CACHE_SLOTS];
   unsigned nd = 0;
+  uint64_t next = UINT64_MAX;
   pthread_mutex_lock(&large_lock);
   large_next_purge_ms = now_ms + hak_opt.purge_delay_ms;
-  arena_purge_locked(now_ms, force);
-  nd = large_cache_expire_locked(now_ms, force, drop);
+  arena_purge_locked(now_ms, force, &next);
+  nd = large_cache_expire_locked(now_ms, force, drop, &next);
   pthread_mutex_unlock(&large_lock);
-  for (unsigned i = 0; i < nd; i++) os_unmap(drop[i].base, drop[i].size);
+  for (unsigned i = 0; i < nd; i++) {
+    decay_count(drop[i].size);
+    os_unmap(drop[i].base, drop[i].size);
+  }
+  return next;
 }
 
 void large_free(void *p, unsigned v, const char *call) {
@@ -368,10 +382,11 @@ void large_free(void *p, unsigned v, const char *call) {
     pthread_mutex_lock(&large_lock);
     arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
               (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
-    bool over = arena_dirty_bytes > ARENA_DIRTY_BUDGET;
-    bool due = now >= large_next_purge_ms || over;
+    bool due = now >= large_next_purge_ms;
+    size_t idle = arena_dirty_bytes;
     pthread_mutex_unlock(&large_lock);
-    if (due) large_purge(now, over);
+    if (due) large_purge(now, false);
+    decay_note_idle(idle);
     return;
   }
   atomic_fetch_sub_explicit(&large_live_maps, 1, memory_order_relaxed);
@@ -380,10 +395,10 @@ void large_free(void *p, unsigned v, const char *call) {
   large_slot_t drop[LARGE_CACHE_SLOTS + 1];
   unsigned nd = 0;
   size_t budget = hak_opt.large_cache_bytes;
-  if (size <= budget / 4) {
+  if (size <= budget) {
     pthread_mutex_lock(&large_lock);
     /* Expire idle entries, then evict the oldest until the new one fits. */
-    nd = large_cache_expire_locked(now, false, drop);
+    nd = large_cache_expire_locked(now, false, drop, NULL);
     while (large_cache_n > 0 && (large_cache_n == LARGE_CACHE_SLOTS || large_cache_bytes + size > budget)) {
       unsigned oldest = 0;
       for (unsigned i = 1; i < large_cache_n; i++)
@@ -396,7 +411,9 @@ void large_free(void *p, unsigned v, const char *call) {
     large_cache[large_cache_n] = (large_slot_t){base, size, now};
     large_cache_set_n(large_cache_n + 1);
     large_cache_bytes += size;
+    size_t idle = large_cache_bytes;
     pthread_mutex_unlock(&large_lock);
+    decay_note_idle(idle);
   } else {
     drop[nd++] = (large_slot_t){base, size, now};
   }

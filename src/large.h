@@ -25,8 +25,10 @@ void large_free(void *p, unsigned v, const char *call);
  * block itself (new size better served by a size class, or mremap failed). */
 void *large_realloc(void *p, unsigned v, size_t size);
 size_t large_usable_size(const void *p, unsigned v);
-/* Unmap cached mappings idle for the purge delay (all if force). */
-void large_purge(uint64_t now_ms, bool force);
+/* Decommit arena spans and unmap cached mappings idle for the purge delay
+ * (all if force). Returns when the next idle memory becomes due
+ * (UINT64_MAX: none). */
+uint64_t large_purge(uint64_t now_ms, bool force);
 
 typedef struct large_stats {
   size_t arenas, arena_bytes_used;     /* 64 MiB arenas, bytes in live blocks */

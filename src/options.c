@@ -13,11 +13,12 @@ extern char **environ;
 
 hak_options_t hak_opt = {
     .force_libc = false,
-    .purge_delay_ms = 20,
+    .purge_delay_ms = 100,
+    .background_thread = true,
     .on_error = HAK_ON_ERROR_ABORT,
     .verbose = false,
     .stats = false,
-    .large_cache_bytes = (size_t)64 << 20,
+    .large_cache_bytes = (size_t)256 << 20,
     .thp = HAK_THP_DEFAULT,
     .refill_bytes = 4096,
     .ss_cache = 8,
@@ -46,16 +47,26 @@ static const opt_desc_t opt_table[] = {
      "Checked before hakmem touches any of its own state."},
     {"PROFILE", OPT_CHOICE, &hak_opt.profile, "balanced|fast|lowmem", 0, 0, "balanced",
      "Preset of the options below, applied first; variables set explicitly override it. "
-     "`fast`: PURGE_DELAY_MS=200, LARGE_CACHE=256M, REFILL_BYTES=16K, SS_CACHE=32. "
+     "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32. "
      "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never."},
-    {"PURGE_DELAY_MS", OPT_UINT, &hak_opt.purge_delay_ms, NULL, 0, 3600000, "20",
-     "Milliseconds a wholly free slab, arena span or cached mapping stays committed before it is "
-     "returned to the OS (madvise/munmap)."},
+    {"PURGE_DELAY_MS", OPT_UINT, &hak_opt.purge_delay_ms, NULL, 0, 3600000, "100",
+     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "
+     "committed (reused warm, with no page fault) before it is returned to the OS "
+     "(madvise/munmap). Memory goes back by time only, never because of how much was freed; "
+     "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once."},
+    {"BACKGROUND_THREAD", OPT_BOOL, &hak_opt.background_thread, NULL, 0, 0, "1",
+     "A background thread that purges idle memory once PURGE_DELAY_MS has passed, so a program "
+     "that frees a lot and then makes no allocator call still gives it back. Started only the "
+     "first time 4 MiB or more is idle in one place (small programs never get one); it sleeps "
+     "without waking while nothing is idle, and stops at exit. 0: idle memory is purged only "
+     "by allocator calls (refills, frees) and by `hak_collect`/`malloc_trim`."},
     {"ON_ERROR", OPT_CHOICE, &hak_opt.on_error, "abort|warn|ignore", 0, 0, "abort",
      "After an invalid or double free is reported: abort, warn (report and go on, the call does "
      "nothing) or ignore (no report)."},
-    {"LARGE_CACHE", OPT_SIZE, &hak_opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "64M",
-     "Bytes of freed dedicated large mappings (blocks above 16 MiB) kept for reuse."},
+    {"LARGE_CACHE", OPT_SIZE, &hak_opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "256M",
+     "Bytes of freed dedicated large mappings (blocks above 16 MiB) kept for reuse, each for at "
+     "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "
+     "fresh ones in."},
     {"REFILL_BYTES", OPT_SIZE, &hak_opt.refill_bytes, NULL, 256, (uint64_t)1 << 20, "4K",
      "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "
      "refill: larger means fewer slow-path calls, more memory touched ahead of use."},
@@ -226,8 +237,8 @@ static void opt_print_value(const opt_desc_t *d) {
 
 static void opt_apply_profile(int profile) {
   if (profile == HAK_PROFILE_FAST) {
-    hak_opt.purge_delay_ms = 200;
-    hak_opt.large_cache_bytes = (size_t)256 << 20;
+    hak_opt.purge_delay_ms = 1000;
+    hak_opt.large_cache_bytes = (size_t)1 << 30;
     hak_opt.refill_bytes = 16384;
     hak_opt.ss_cache = 32;
   } else if (profile == HAK_PROFILE_LOWMEM) {

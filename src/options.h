@@ -22,6 +22,7 @@ enum { HAK_PROFILE_BALANCED = 0, HAK_PROFILE_FAST = 1, HAK_PROFILE_LOWMEM = 2 };
 typedef struct hak_options {
   bool force_libc;          /* forward everything to glibc */
   uint64_t purge_delay_ms;  /* idle time before decommit */
+  bool background_thread;   /* purge thread for idle processes */
   int on_error;             /* HAK_ON_ERROR_* */
   bool verbose;
   bool stats;               /* report at exit */

@@ -33,12 +33,9 @@ void remote_free(hak_slab_t *s, hak_block_t *b) {
                                               memory_order_release, memory_order_relaxed))
       break;
   }
-  /* A slab whose thread exited has no owner to collect this: every 256th
-   * such free, let the abandoned list reclaim what came back. */
-  static HAK_TLS unsigned abandoned_frees;
-  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED &&
-      (++abandoned_frees & 255) == 0)
-    ss_abandon_nudge();
+  /* A slab whose thread exited has no owner to collect this: the
+   * abandoned list reclaims it (superslab.c). */
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED) ss_abandon_note_free();
 }
 
 unsigned remote_collect(hak_slab_t *s) {

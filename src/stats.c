@@ -8,6 +8,7 @@
 #include "stats.h"
 
 #include "hakmem.h"
+#include "decay.h"
 #include "init.h"
 #include "large.h"
 #include "options.h"
@@ -87,6 +88,14 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   st.large_mapping_bytes = ls.mapping_bytes;
   st.large_cached = ls.cached;
   st.large_cached_bytes = ls.cached_bytes;
+  decay_stats_t ds;
+  decay_stats(&ds);
+  st.heap_idle_bytes = ds.heap_idle_bytes;
+  st.decayed_bytes = ds.decayed_bytes;
+  st.collected_bytes = ds.forced_bytes;
+  st.bg_thread_running = ds.running;
+  st.bg_passes = ds.passes;
+  st.purge_lock_busy = ds.contended;
 #if HAK_STATS_BUILD
   uint64_t ev[ST_N];
   for (int i = 0; i < ST_N; i++)
@@ -141,6 +150,11 @@ size_t stats_format(char *buf, size_t cap) {
   OUT("large: %zu arenas (%.0f KiB in use), %zu mappings (%.0f KiB), %zu cached (%.0f KiB)\n",
       st.large_arenas, KIB(st.large_arena_bytes_in_use), st.large_mappings,
       KIB(st.large_mapping_bytes), st.large_cached, KIB(st.large_cached_bytes));
+  OUT("idle: %.0f KiB resident in free slabs of thread heaps; decayed %.0f KiB, collected %.0f KiB\n",
+      KIB(st.heap_idle_bytes), KIB(st.decayed_bytes), KIB(st.collected_bytes));
+  OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
+      st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
+      (unsigned long long)hak_opt.purge_delay_ms);
 #if HAK_STATS_BUILD
   OUT("events: allocs %zu, frees %zu, slow allocs %zu, refills %zu, remote frees %zu, threads exited %zu\n",
       st.allocs, st.frees, st.slow_allocs, st.refills, st.remote_frees, st.threads_exited);

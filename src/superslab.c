@@ -6,6 +6,7 @@
  * superslab.h. May call: os, ownmap, sizeclass, options.
  */
 #include "superslab.h"
+#include "decay.h"
 #include "options.h"
 #include "remote.h"
 #include "os.h"
@@ -60,6 +61,10 @@ static hak_superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
 static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_superslab_t *ss_abandoned[SS_KINDS];
+/* Set by a remote free into an abandoned slab, cleared by the pass that
+ * reclaims it: the purge thread keeps visiting the list while frees come
+ * back to it, and sleeps once they stop. */
+static _Atomic int ss_abandon_pending;
 
 static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->magic = SS_MAGIC;
@@ -79,7 +84,7 @@ static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->next = ss->prev = NULL;
   ss->free_mask = ss_all_mask(ss);
   ss->dirty_mask = 0;
-  ss->dirty_since_ms = 0;
+  ss->last_free_ms = 0;
   for (unsigned i = 0; i < ss->nslabs; i++) {
     hak_slab_t *s = &ss->slabs[i];
     atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
@@ -180,37 +185,26 @@ static void ss_abandon_reclaim_locked(hak_superslab_t *ss, uint64_t now) {
     remote_clear_mark(s);
     remote_collect(s);
     if (s->used != 0) continue;
-    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
-    s->free = NULL;
-    ss->free_mask |= bit;
-    if (ss->dirty_mask == 0) ss->dirty_since_ms = now;
-    ss->dirty_mask |= bit;
+    ss_slab_free(ss, s, now);
   }
 }
 
-/* Bytes of free-but-resident slabs on the abandoned lists past which they
- * are decommitted at once: a little stays warm for the next threads to
- * adopt (thread churn), a large freed structure does not stay resident. */
-#define SS_ABANDON_DIRTY_BUDGET ((size_t)8 << 20)
-
-/* Under ss_abandon_lock: reclaim remote frees, decommit idle free slabs of
- * abandoned superslabs and release the wholly free ones idle for the purge
- * delay (or all of it, past the dirty budget). */
-static void ss_abandon_purge_locked(uint64_t now, bool force) {
+/* Under ss_abandon_lock: reclaim remote frees, decommit free slabs of
+ * abandoned superslabs idle for the purge delay and release the wholly free
+ * ones idle that long (everything idle if force). By time only: threads
+ * come and go in bursts, and the next one adopts this memory warm. */
+static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
   hak_superslab_t *release = NULL;
-  size_t dirty = 0;
-  for (unsigned k = 0; k < SS_KINDS; k++)
-    for (hak_superslab_t *ss = ss_abandoned[k]; ss != NULL; ss = ss->next) {
-      ss_abandon_reclaim_locked(ss, now);
-      dirty += (size_t)__builtin_popcountll(ss->dirty_mask & ss->free_mask) << ss->slab_shift;
-    }
-  if (dirty > SS_ABANDON_DIRTY_BUDGET) force = true;
+  uint64_t delay = hak_opt.purge_delay_ms, next = UINT64_MAX;
+  /* Frees are still coming back: look again soon to reclaim them. */
+  if (atomic_exchange_explicit(&ss_abandon_pending, 0, memory_order_relaxed)) next = now + delay / 4 + 1;
   for (unsigned k = 0; k < SS_KINDS; k++) {
     hak_superslab_t **link = &ss_abandoned[k];
     while (*link != NULL) {
       hak_superslab_t *ss = *link;
-      bool idle = force || now - ss->dirty_since_ms >= hak_opt.purge_delay_ms;
-      if (ss->free_mask == ss_all_mask(ss) && idle) {
+      ss_abandon_reclaim_locked(ss, now);
+      bool whole = ss->free_mask == ss_all_mask(ss);
+      if (whole && (force || now - ss->last_free_ms >= delay)) {
         ss_abandoned_n--;
         ss->abandoned = 0;
         __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
@@ -218,15 +212,18 @@ static void ss_abandon_purge_locked(uint64_t now, bool force) {
         release = ss;
         continue;
       }
-      ss_purge_slabs(ss, now, hak_opt.purge_delay_ms, force);
+      decay_count(ss_purge_slabs(ss, now, delay, force, &next));
+      if (whole && ss->last_free_ms + delay < next) next = ss->last_free_ms + delay;
       link = &ss->next;
     }
   }
   while (release != NULL) {
     hak_superslab_t *n = release->next;
+    decay_count(ss_dirty_bytes(release));
     ss_release(release); /* takes the registry and cache locks, never nested */
     release = n;
   }
+  return next;
 }
 
 void ss_abandon_push(hak_superslab_t *ss) {
@@ -234,26 +231,36 @@ void ss_abandon_push(hak_superslab_t *ss) {
   ss->listed = 0;
   ss->abandoned = 1;
   uint64_t now = os_now_ms();
-  if (ss->dirty_mask == 0) ss->dirty_since_ms = now;
   pthread_mutex_lock(&ss_abandon_lock);
   ss_abandoned_n++;
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
   __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
-  ss_abandon_purge_locked(now, false);
+  uint64_t next = ss_abandon_purge_locked(now, false);
   pthread_mutex_unlock(&ss_abandon_lock);
+  if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES); /* threads exist: a thread to purge costs little */
 }
 
-void ss_abandon_collect(bool force) {
+uint64_t ss_abandon_collect(bool force) {
   pthread_mutex_lock(&ss_abandon_lock);
-  ss_abandon_purge_locked(os_now_ms(), force);
+  uint64_t next = ss_abandon_purge_locked(os_now_ms(), force);
   pthread_mutex_unlock(&ss_abandon_lock);
+  return next;
 }
 
-void ss_abandon_nudge(void) {
+void ss_abandon_note_free(void) {
+  if (!atomic_load_explicit(&ss_abandon_pending, memory_order_relaxed)) {
+    atomic_store_explicit(&ss_abandon_pending, 1, memory_order_relaxed);
+    decay_note_idle(DECAY_BG_START_BYTES);
+  }
+  /* Without the thread (or while it sleeps), every 256th such free
+   * reclaims what came back. */
+  static HAK_TLS unsigned abandoned_frees;
+  if ((++abandoned_frees & 255) != 0) return;
   if (pthread_mutex_trylock(&ss_abandon_lock) != 0) return; /* someone is at it */
-  ss_abandon_purge_locked(os_now_ms(), false);
+  uint64_t next = ss_abandon_purge_locked(os_now_ms(), false);
   pthread_mutex_unlock(&ss_abandon_lock);
+  if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES);
 }
 
 hak_superslab_t *ss_abandon_pop(unsigned kind) {
@@ -334,20 +341,52 @@ void ss_slab_carve(hak_slab_t *s) {
   s->carved = (uint16_t)(s->carved + n);
 }
 
-void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force) {
-  if (ss->dirty_mask == 0) return;
-  if (!force && now_ms - ss->dirty_since_ms < delay_ms) return;
+void ss_slab_free(hak_superslab_t *ss, hak_slab_t *s, uint64_t now_ms) {
+  uint64_t bit = (uint64_t)1 << s->index;
+  atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
+  s->free = NULL;
+  s->next = NULL;
+  s->freed_ms = now_ms;
+  ss->free_mask |= bit;
+  ss->dirty_mask |= bit;
+  ss->last_free_ms = now_ms;
+}
+
+size_t ss_dirty_bytes(const hak_superslab_t *ss) {
   uint64_t m = ss->dirty_mask & ss->free_mask;
-  size_t slab = (size_t)1 << ss->slab_shift;
-  while (m) {
-    unsigned i = (unsigned)__builtin_ctzll(m);
-    unsigned j = i;
-    while (j + 1 < 64 && (m >> (j + 1) & 1)) j++; /* coalesce a run */
-    size_t off = ss_area_offset(i); /* never the header */
-    os_decommit((uint8_t *)ss + (size_t)i * slab + off, (size_t)(j - i + 1) * slab - off);
-    m &= ~((((uint64_t)2 << j) - 1) & ~(((uint64_t)1 << i) - 1));
+  size_t b = (size_t)__builtin_popcountll(m) << ss->slab_shift;
+  if (m & 1) b -= ss_area_offset(0); /* slab 0's dirty part starts after the header */
+  return b;
+}
+
+size_t ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
+                      uint64_t *next_due) {
+  uint64_t m = ss->dirty_mask & ss->free_mask;
+  if (m == 0) return 0;
+  /* The slabs due: each is judged by its own idle time, so memory that
+   * was freed a moment ago stays warm beside memory idle for long. */
+  uint64_t due = 0;
+  for (uint64_t t = m; t; t &= t - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(t);
+    uint64_t freed = ss->slabs[i].freed_ms;
+    if (force || now_ms - freed >= delay_ms)
+      due |= (uint64_t)1 << i;
+    else if (next_due != NULL && freed + delay_ms < *next_due)
+      *next_due = freed + delay_ms;
   }
-  ss->dirty_mask = 0;
+  size_t slab = (size_t)1 << ss->slab_shift, total = 0;
+  ss->dirty_mask &= ~due;
+  while (due) {
+    unsigned i = (unsigned)__builtin_ctzll(due);
+    unsigned j = i;
+    while (j + 1 < 64 && (due >> (j + 1) & 1)) j++; /* coalesce a run */
+    size_t off = ss_area_offset(i); /* never the header */
+    size_t len = (size_t)(j - i + 1) * slab - off;
+    os_decommit((uint8_t *)ss + (size_t)i * slab + off, len);
+    total += len;
+    due &= ~((((uint64_t)2 << j) - 1) & ~(((uint64_t)1 << i) - 1));
+  }
+  return total;
 }
 
 void ss_for_each(void (*fn)(const hak_superslab_t *ss, void *arg), void *arg) {

@@ -50,7 +50,10 @@ typedef struct hak_slab {
   uint32_t index;             /* slab index in its superslab */
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED */
   struct hak_slab *next;      /* owner heap's partial list */
-  struct hak_slab *prev;
+  union {
+    struct hak_slab *prev;    /* in use: partial list */
+    uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
+  };
   uint8_t *area;              /* first block */
 } hak_slab_t;
 
@@ -86,7 +89,7 @@ typedef struct hak_superslab {
   struct hak_superslab *prev;
   uint64_t free_mask;         /* bit i: slab i not in use */
   uint64_t dirty_mask;        /* free slabs whose pages may be resident */
-  uint64_t dirty_since_ms;    /* when the oldest dirty slab became free */
+  uint64_t last_free_ms;      /* when the newest free slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
   uint8_t abandoned;          /* on the abandoned list */
   uint8_t pad1[6];
@@ -152,16 +155,25 @@ void ss_release(hak_superslab_t *ss);
 void ss_abandon_push(hak_superslab_t *ss);
 hak_superslab_t *ss_abandon_pop(unsigned kind);
 /* Collect remote frees into abandoned superslabs, decommit / release what
- * sits idle there. nudge: the same if the lock is free, from remote frees. */
-void ss_abandon_collect(bool force);
-void ss_abandon_nudge(void);
+ * sits idle there for the purge delay (all idle memory if force). Returns
+ * when the list should be visited again (UINT64_MAX: nothing idle). */
+uint64_t ss_abandon_collect(bool force);
+/* A block was freed into an abandoned slab (remote.c). */
+void ss_abandon_note_free(void);
 void ss_cache_unmap_all(void);
 /* Initialise slab idx of ss for class cls, owned by owner. */
 hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
 /* Carve the next batch of fresh blocks onto the (empty) free list. */
 void ss_slab_carve(hak_slab_t *s);
-/* Decommit free slabs that have been idle for delay_ms (all if force). */
-void ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force);
+/* Slab s of ss (in use until now) becomes free, its pages still resident. */
+void ss_slab_free(hak_superslab_t *ss, hak_slab_t *s, uint64_t now_ms);
+/* Decommit the free slabs idle for at least delay_ms (every dirty one if
+ * force); returns the bytes decommitted. *next_due (if not NULL) is lowered
+ * to when the next remaining dirty slab becomes due. */
+size_t ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
+                      uint64_t *next_due);
+/* Bytes of free slabs whose pages may be resident. */
+size_t ss_dirty_bytes(const hak_superslab_t *ss);
 
 /* Statistics: visit every live superslab (registry lock held; the slab
  * fields read are a racy snapshot, good enough for reporting). */

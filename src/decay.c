@@ -1,0 +1,208 @@
+/*
+ * decay.c — the purge schedule and the background purge thread (see
+ * decay.h). The idea of a purge delay rather than a byte budget follows
+ * mimalloc's purge delay and jemalloc's decay: what is freed and reused
+ * within the window never touches the kernel.
+ */
+#include "decay.h"
+#include "heap.h"
+#include "large.h"
+#include "options.h"
+#include "os.h"
+#include "superslab.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* 0: not wanted yet, 1: wanted (start at the next safe point), 2: started,
+ * 3: never (option off, or the thread could not be created). */
+_Atomic int decay_want_start;
+
+static pthread_mutex_t decay_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t decay_cv;
+static pthread_mutex_t decay_pass_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t decay_thread;
+static bool decay_running, decay_stop_flag, decay_atexit_done;
+static _Atomic int decay_idle_wait; /* the thread waits with nothing idle */
+static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended;
+
+void decay_note_idle(size_t idle_bytes) {
+  int st = atomic_load_explicit(&decay_want_start, memory_order_relaxed);
+  if (st == 0) {
+    if (idle_bytes >= DECAY_BG_START_BYTES && hak_opt.background_thread) {
+      int expect = 0;
+      atomic_compare_exchange_strong(&decay_want_start, &expect, 1);
+    }
+    return;
+  }
+  /* Pairs with the thread's fence after arming decay_idle_wait: either it
+   * sees the caller's new idle memory in its last pass, or we see it
+   * waiting. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed)) {
+    pthread_mutex_lock(&decay_mu);
+    if (atomic_exchange_explicit(&decay_idle_wait, 0, memory_order_relaxed)) pthread_cond_signal(&decay_cv);
+    pthread_mutex_unlock(&decay_mu);
+  }
+}
+
+void decay_count(size_t bytes) {
+  if (bytes) atomic_fetch_add_explicit(&decay_bytes, bytes, memory_order_relaxed);
+}
+
+void decay_note_contended(void) { atomic_fetch_add_explicit(&decay_contended, 1, memory_order_relaxed); }
+
+/* One pass over every component; returns when the next idle memory is due
+ * (UINT64_MAX: nothing idle). */
+static uint64_t decay_pass(void) {
+  uint64_t now = os_now_ms(), next = UINT64_MAX;
+  size_t b = heap_purge_all(now, false, false, &next);
+  uint64_t due = ss_abandon_collect(false);
+  if (due < next) next = due;
+  due = large_purge(now, false);
+  if (due < next) next = due;
+  decay_count(b);
+  atomic_fetch_add_explicit(&decay_passes, 1, memory_order_relaxed);
+  return next;
+}
+
+static void decay_wait_until(uint64_t due_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  uint64_t ms = due_ms > now ? due_ms - now : 1;
+  if (ms > 3600000) ms = 3600000;
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(&decay_cv, &decay_mu, &ts);
+}
+
+static void *decay_main(void *arg) {
+  (void)arg;
+  bool armed = false;
+  pthread_mutex_lock(&decay_mu);
+  while (!decay_stop_flag) {
+    pthread_mutex_unlock(&decay_mu);
+    pthread_mutex_lock(&decay_pass_lock);
+    uint64_t next = decay_pass();
+    pthread_mutex_unlock(&decay_pass_lock);
+    pthread_mutex_lock(&decay_mu);
+    if (decay_stop_flag) break;
+    if (next == UINT64_MAX) {
+      if (!armed) {
+        /* Announce the wait, then look once more: memory freed meanwhile
+         * is either seen by that pass or wakes us (decay_note_idle). */
+        atomic_store_explicit(&decay_idle_wait, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        armed = true;
+        continue;
+      }
+      while (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag)
+        pthread_cond_wait(&decay_cv, &decay_mu);
+      armed = false;
+    } else {
+      armed = false;
+      atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
+      decay_wait_until(next);
+    }
+  }
+  pthread_mutex_unlock(&decay_mu);
+  return NULL;
+}
+
+/* At exit: stop the thread between passes, so it never purges while the
+ * process tears down, and its stack and descriptor are freed. */
+static void decay_stop(void) {
+  pthread_mutex_lock(&decay_mu);
+  bool running = decay_running;
+  decay_stop_flag = true;
+  atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
+  pthread_cond_signal(&decay_cv);
+  pthread_mutex_unlock(&decay_mu);
+  if (running) pthread_join(decay_thread, NULL);
+  pthread_mutex_lock(&decay_mu);
+  decay_running = false;
+  pthread_mutex_unlock(&decay_mu);
+}
+
+void decay_start(void) {
+  int expect = 1;
+  if (!atomic_compare_exchange_strong(&decay_want_start, &expect, 2)) return;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&decay_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
+  /* The thread handles no signals of the program's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int saved = errno;
+  pthread_mutex_lock(&decay_mu);
+  decay_stop_flag = false;
+  int rc = pthread_create(&decay_thread, &attr, decay_main, NULL);
+  decay_running = rc == 0;
+  pthread_mutex_unlock(&decay_mu);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    atomic_store(&decay_want_start, 3);
+    errno = saved;
+    return;
+  }
+#if defined(__GLIBC__)
+  pthread_setname_np(decay_thread, "hakmem-purge");
+#endif
+  if (!decay_atexit_done) {
+    decay_atexit_done = true;
+    atexit(decay_stop);
+  }
+  errno = saved;
+}
+
+size_t decay_collect_all(bool force) {
+  uint64_t now = os_now_ms();
+  size_t b = heap_purge_all(now, force, true, NULL);
+  ss_abandon_collect(force);
+  large_purge(now, force);
+  if (force) ss_cache_unmap_all();
+  atomic_fetch_add_explicit(force ? &decay_forced : &decay_bytes, b, memory_order_relaxed);
+  return b;
+}
+
+void decay_stats(decay_stats_t *out) {
+  pthread_mutex_lock(&decay_mu);
+  out->running = decay_running;
+  pthread_mutex_unlock(&decay_mu);
+  out->passes = atomic_load_explicit(&decay_passes, memory_order_relaxed);
+  out->decayed_bytes = atomic_load_explicit(&decay_bytes, memory_order_relaxed);
+  out->forced_bytes = atomic_load_explicit(&decay_forced, memory_order_relaxed);
+  out->contended = atomic_load_explicit(&decay_contended, memory_order_relaxed);
+  out->heap_idle_bytes = heap_idle_bytes();
+}
+
+/* fork: no pass runs across it; the child has no thread, and gets one
+ * again when it has idle memory of its own. */
+void decay_fork_prepare(void) {
+  pthread_mutex_lock(&decay_pass_lock);
+  pthread_mutex_lock(&decay_mu);
+}
+void decay_fork_parent(void) {
+  pthread_mutex_unlock(&decay_mu);
+  pthread_mutex_unlock(&decay_pass_lock);
+}
+void decay_fork_child(void) {
+  decay_running = false;
+  atomic_store(&decay_idle_wait, 0);
+  int st = atomic_load(&decay_want_start);
+  if (st == 2 || st == 1) atomic_store(&decay_want_start, 0);
+  pthread_mutex_unlock(&decay_mu);
+  pthread_mutex_unlock(&decay_pass_lock);
+}

@@ -1,0 +1,58 @@
+/*
+ * decay.h — returning idle memory to the OS by time, and the background
+ * purge thread.
+ *
+ * Owns: the purge schedule shared by every component that holds idle
+ * memory (heaps' free slabs, abandoned superslabs, large arenas and the
+ * mapping cache), the optional background thread (HAKMEM_BACKGROUND_THREAD)
+ * and the decay statistics.
+ * Promises: memory is decommitted only once it has been idle for
+ * HAKMEM_PURGE_DELAY_MS, never because of how much was freed, so a steady
+ * state makes no purge at all. With the background thread, an idle
+ * program's memory goes back without any allocator call: the thread starts
+ * the first time a component holds more than DECAY_BG_START_BYTES idle
+ * (small programs never get one), sleeps until the earliest idle memory is
+ * due, and waits without waking when nothing is idle. It stops at exit
+ * and is restarted on demand in a fork child.
+ * The thread is created only at a safe point (decay_poll: no allocator
+ * lock held, no structure mid-update), because pthread_create allocates.
+ * May call: heap, superslab, large, os, options.
+ */
+#ifndef HAK_DECAY_H
+#define HAK_DECAY_H
+
+#include "internal.h"
+
+/* Idle memory in one place past which the background thread is started. */
+#define DECAY_BG_START_BYTES ((size_t)4 << 20)
+
+extern _Atomic int decay_want_start;
+
+/* A component now holds idle_bytes of resident idle memory: asks for the
+ * thread (started by the next decay_poll) or wakes a sleeping one. Cold;
+ * may be called with allocator locks held. */
+void decay_note_idle(size_t idle_bytes);
+/* Bytes decommitted by a time-based purge outside the thread. */
+void decay_count(size_t bytes);
+/* A purge found a heap busy (its owner held the lock). */
+void decay_note_contended(void);
+
+void decay_start(void) HAK_NOINLINE;
+/* At a safe point: start the thread if it was asked for. */
+HAK_INLINE void decay_poll(void) {
+  if (HAK_UNLIKELY(atomic_load_explicit(&decay_want_start, memory_order_relaxed) == 1)) decay_start();
+}
+
+/* Purge everything idle in every component now (hak_collect, malloc_trim). */
+size_t decay_collect_all(bool force);
+
+typedef struct decay_stats {
+  size_t running, passes, decayed_bytes, forced_bytes, contended, heap_idle_bytes;
+} decay_stats_t;
+void decay_stats(decay_stats_t *out);
+
+void decay_fork_prepare(void);
+void decay_fork_parent(void);
+void decay_fork_child(void);
+
+#endif
