@@ -14,6 +14,9 @@
  *   malloc_from=LIB    the object that defines the malloc this process calls
  *                      (dladdr of dlsym(RTLD_DEFAULT, "malloc")), so the
  *                      harness can verify that LD_PRELOAD took effect
+ *   malloc_path=PATH   the same object's full path, symbolic links resolved
+ *                      (realpath), spaces and '=' as '_': tells apart two
+ *                      libraries of the same name (hakmem and hakmem-base)
  *   check=X            a checksum of the data, so nothing is optimised away
  */
 #ifndef HAKMEM_BENCH_COMMON_H
@@ -24,6 +27,7 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,9 +189,27 @@ static BENCH_UNUSED const char *bench_malloc_from(void)
     return name;
 }
 
+/* Full path (symbolic links resolved) of the object that defines malloc. */
+static BENCH_UNUSED const char *bench_malloc_path(void)
+{
+    static char path[4096];
+    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname || !*info.dli_fname)
+        return "unknown";
+    char *real = realpath(info.dli_fname, NULL);
+    snprintf(path, sizeof path, "%s", real ? real : info.dli_fname);
+    free(real);
+    for (char *c = path; *c; c++)
+        if (*c == ' ' || *c == '=' || *c == '\t')
+            *c = '_';
+    return path;
+}
+
 /*
  * Prints the RESULT line: bench, ops, secs, ops_per_sec, then the caller's
- * extra "key=value" fields (printf format), then RSS and malloc_from.
+ * extra "key=value" fields (printf format), then RSS, malloc_from and
+ * malloc_path.
  */
 static BENCH_UNUSED void bench_result(const char *bench, double ops, double secs,
                                       const char *extra_fmt, ...)
@@ -212,10 +234,43 @@ static BENCH_UNUSED void bench_result(const char *bench, double ops, double secs
                 *c = '_';
     }
     printf("RESULT bench=%s ops=%.0f secs=%.6f ops_per_sec=%.0f%s%s "
-           "peak_rss_kb=%ld final_rss_kb=%ld malloc_from=%s%s\n",
+           "peak_rss_kb=%ld final_rss_kb=%ld malloc_from=%s malloc_path=%s%s\n",
            bench, ops, secs, secs > 0 ? ops / secs : 0.0, *extra ? " " : "", extra,
-           hwm, rss, bench_malloc_from(), ver);
+           hwm, rss, bench_malloc_from(), bench_malloc_path(), ver);
     fflush(stdout);
+}
+
+/*
+ * Log-uniform sizes in [min, max] for a few instructions per draw: 256
+ * geometric buckets (boundaries computed once with libm; link with -lm) and a
+ * uniform point inside the bucket. bench_logu_init(&t, 16, 4096);
+ * size = bench_logu_draw(&t, bench_rand(&s)) uses all 64 bits of r.
+ */
+typedef struct bench_logu {
+    size_t b[257]; /* b[i] = min * (max/min)^(i/256), b[256] = max + 1 */
+} bench_logu;
+
+static BENCH_UNUSED void bench_logu_init(bench_logu *t, size_t min, size_t max)
+{
+    if (min == 0 || max < min)
+        bench_die("bench_logu_init: bad range %zu..%zu", min, max);
+    double l = log((double)max / (double)min);
+    for (int i = 0; i < 256; i++) {
+        size_t v = (size_t)llround((double)min * exp(l * i / 256.0));
+        if (v < min)
+            v = min;
+        if (i > 0 && v < t->b[i - 1])
+            v = t->b[i - 1];
+        t->b[i] = v > max ? max : v;
+    }
+    t->b[256] = max + 1;
+}
+
+static inline size_t bench_logu_draw(const bench_logu *t, uint64_t r)
+{
+    unsigned i = (unsigned)(r >> 56);
+    size_t lo = t->b[i], w = t->b[i + 1] - lo;
+    return lo + (size_t)(((r & 0xffffffffu) * (uint64_t)w) >> 32);
 }
 
 /* Touch the first bytes of a fresh block, as a program initialising it would. */

@@ -6,6 +6,7 @@ Standard library only. Called by run.sh:
   report.py instr RAW.tsv META.tsv OUT.md
   report.py callgrind CALLGRIND.OUT FUNCTION     (prints ir= bc= bi= of FUNCTION's callees)
 """
+import math
 import os
 import re
 import shutil
@@ -14,7 +15,8 @@ import subprocess
 import sys
 
 PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
-ORDER = ["hakmem", "hakmem-libc", "glibc", "mimalloc", "jemalloc", "tcmalloc"]
+ORDER = ["hakmem", "hakmem-base", "hakmem-libc", "glibc", "mimalloc", "jemalloc", "tcmalloc"]
+BASE = "hakmem-base"  # an older hakmem build (HAKMEM_BASE_LIB), never a peer
 DISPLAY = {"hakmem-libc": "hakmem (libc-forced)"}
 
 DESCRIPTIONS = {
@@ -34,6 +36,9 @@ DESCRIPTIONS = {
     "false_sharing_passive": "as false_sharing, after freeing blocks the main thread allocated side by side",
     "calloc": "calloc 16 B–64 KiB, zero checked, random mixed over 400 slots",
     "peak_mem": "build 400k blocks, free 90% randomly, allocate 200k more; RSS",
+    "big_buffers": "20 calloc'd buffers of 5–25 MiB, a random one replaced per op, every page read (zero) and written",
+    "thread_pass": "generations of 2 short-lived threads passing half their 16 B–4 KiB blocks on through a mailbox",
+    "size_mix": "1 thread, 70% 16–256 B, 20% –4 KiB, 9% –32 KiB, 1% –128 KiB, random lifetimes, 5% realloc growth",
 }
 
 
@@ -103,6 +108,9 @@ def machine_block(meta, pkgs):
     ]
     if pkgs:
         lines.append("- peers: " + ", ".join(pkgs))
+    if "hakmem_base" in meta:
+        built = f" (built {meta['hakmem_base_built']})" if "hakmem_base_built" in meta else ""
+        lines.append(f"- hakmem-base (an older build, measured in the same run): `{meta['hakmem_base']}`{built}")
     if "load_start" in meta:
         lines.append(f"- load average (1/5/15 min) before the run: {meta['load_start']}")
     other = other_cpu_share(meta)
@@ -185,9 +193,14 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
     S = {(b, a): summarize(runs, b, a) for b in benches for a in allocs}
 
     def best_peer(b):
+        # a peer that failed every run has no median and is left out
         v = [S[(b, p)].get("med") for p in PEERS if p in allocs]
         v = [x for x in v if x]
         return max(v) if v else None
+
+    def best_peer_name(b):
+        v = [(S[(b, p)].get("med"), p) for p in PEERS if p in allocs and S[(b, p)].get("med")]
+        return max(v)[1] if v else None
 
     def min_peer_rss(b):
         v = [S[(b, p)].get("rss") for p in PEERS if p in allocs]
@@ -234,7 +247,9 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
 
     # goals (only when hakmem was measured)
     if "hakmem" in allocs:
-        out.extend(goals(S, benches, allocs, ratio, min_peer_rss))
+        out.extend(goals(S, benches, allocs, ratio, best_peer_name, min_peer_rss))
+    if "hakmem" in allocs and BASE in allocs:
+        out.extend(vs_base(S, benches, meta))
 
     # per benchmark
     out.append("## Per benchmark\n")
@@ -287,50 +302,127 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
 
     chart(S, benches, allocs, ratio, chart_base)
     if readme:
-        update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, min_peer_rss)
+        update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, best_peer_name, min_peer_rss)
 
 
-def goals(S, benches, allocs, ratio, min_peer_rss):
-    out = ["## Goals of issue 3 (hakmem)\n", "| goal | measured | met |", "|---|---:|:---:|"]
+# The goals of the allocator's current work item: (benchmark, wanted ratio to the best peer).
+GOAL_ALL = 1.0          # every benchmark at least as fast as the best peer
+GOAL_BENCHES = [("mid_mt_64k_1m", 1.2), ("mid_large_mt", 1.2), ("aligned", 1.2),
+                ("calloc", 1.2), ("realloc", 1.2)]
+GOAL_RSS = 1.1          # peak RSS at most this times the smallest peer's, on every benchmark
 
-    def med(b, a):
-        return S.get((b, a), {}).get("med")
 
-    def line(desc, b, ref, want):
-        h, r = med(b, "hakmem"), med(b, ref)
-        if b not in benches or ref not in allocs:
-            return
-        if not h or not r:
-            out.append(f"| {desc} | no result | ✗ |")
-            return
-        x = h / r
-        out.append(f"| {desc} | {x:.2f}× | {'✓' if x >= want else '✗'} |")
+def fmt_goal(x, want):
+    """x with two decimals, or three when two would round a miss up to the target."""
+    s = f"{x:.2f}×"
+    if x < want and round(x, 2) >= want:
+        s = f"{x:.3f}×"
+    return s
 
-    line("random_mixed ≥ 1.5× glibc", "random_mixed", "glibc", 1.5)
-    line("random_mixed ≥ 1.1× mimalloc", "random_mixed", "mimalloc", 1.1)
-    line("random_mixed 257–768 ≥ 1.1× mimalloc", "random_mixed_257_768", "mimalloc", 1.1)
-    line("mid_large_mt 8–32 KiB ≥ 1.1× mimalloc", "mid_large_mt", "mimalloc", 1.1)
-    line("mid_mt_257_768 ≥ 1.1× mimalloc", "mid_mt_257_768", "mimalloc", 1.1)
-    for b in ("larson", "prodcons", "alltoall", "thread_churn"):
-        line(f"{b} ≥ mimalloc", b, "mimalloc", 1.0)
-    line("large_churn ≥ glibc", "large_churn", "glibc", 1.0)
+
+def goals(S, benches, allocs, ratio, best_peer_name, min_peer_rss, readme=False):
+    if readme:
+        out = ["Goals — the targets of the allocator's current work item (measured in this run; "
+               "best peer = the fastest of glibc, mimalloc, jemalloc, tcmalloc that completed the benchmark):\n"]
+    else:
+        out = ["## Goals (hakmem)\n",
+               "The targets of the allocator's current work item, measured in this run. *Best peer* is the "
+               "fastest of glibc, mimalloc, jemalloc and tcmalloc on that benchmark; a peer that fails a "
+               "benchmark (crash, wrong result) is left out of it.\n"]
+    out += ["| goal | measured | met |", "|---|---:|:---:|"]
+
+    # every benchmark >= 1.0x the best peer
+    rows = []  # (ratio or None for a failed hakmem, bench)
+    for b in benches:
+        if not best_peer_name(b):
+            continue  # no peer has a result: nothing to compare with
+        rows.append((ratio(b, "hakmem"), b))
+    if rows:
+        key = lambda xb: -1.0 if xb[0] is None else xb[0]
+        worst = min(rows, key=key)
+        below = sorted([xb for xb in rows if xb[0] is None or xb[0] < GOAL_ALL], key=key)
+        fx = lambda xb: "FAIL" if xb[0] is None else fmt_goal(xb[0], GOAL_ALL)
+        detail = f"worst {worst[1]} {fx(worst)}"
+        if below:
+            detail += f"; below {GOAL_ALL:.1f}× on {len(below)} of {len(rows)}: " + \
+                ", ".join(f"{b} {fx((x, b))}" for x, b in below)
+        else:
+            detail += f"; none of {len(rows)} below"
+        out.append(f"| every benchmark ≥ {GOAL_ALL:.1f}× the best peer | {detail} | {'✗' if below else '✓'} |")
+
+    # named benchmarks
+    for b, want in GOAL_BENCHES:
+        if b not in benches:
+            continue
+        desc = f"{b} ≥ {want:.1f}× best peer"
+        peer = best_peer_name(b)
+        x = ratio(b, "hakmem")
+        if not peer:
+            out.append(f"| {desc} | no peer result | ✗ |")
+        elif x is None:
+            out.append(f"| {desc} | hakmem: no result | ✗ |")
+        else:
+            out.append(f"| {desc} | {fmt_goal(x, want)} (best peer: {peer}) | {'✓' if x >= want else '✗'} |")
+
+    # peak RSS
     worst, over = None, []
     for b in benches:
         h = S.get((b, "hakmem"), {}).get("rss")
         m = min_peer_rss(b)
         if h and m:
             x = h / m
-            if x > 1.1:
+            if x > GOAL_RSS:
                 over.append((x, b))
             if worst is None or x > worst[0]:
                 worst = (x, b)
     if worst:
         detail = f"worst {worst[0]:.2f}× ({worst[1]})"
         if len(over) > 1:
-            detail += "; over 1.1× on " + ", ".join(f"{b} {x:.2f}×" for x, b in sorted(over, reverse=True))
-        out.append(f"| peak RSS ≤ 1.1× smallest peer on every benchmark | {detail} | "
-                   f"{'✓' if worst[0] <= 1.1 else '✗'} |")
-    out.append("\nInstruction and branch counts per operation: see `instr.md` (`make bench-instr`).\n")
+            detail += f"; over {GOAL_RSS:.1f}× on " + ", ".join(f"{b} {x:.2f}×" for x, b in sorted(over, reverse=True))
+        out.append(f"| peak RSS ≤ {GOAL_RSS:.1f}× smallest peer on every benchmark | {detail} | "
+                   f"{'✓' if worst[0] <= GOAL_RSS else '✗'} |")
+    if readme:
+        out.append("\nInstructions and branches per operation (`make bench-instr`): "
+                   "[results/instr.md](results/instr.md).\n")
+    else:
+        out.append("\nInstruction and branch counts per operation: see `instr.md` (`make bench-instr`).\n")
+    return out
+
+
+def vs_base(S, benches, meta, readme=False):
+    """hakmem against an older build of itself measured in the same run."""
+    what = ""
+    if "hakmem_base" in meta:
+        what = f" (`{meta['hakmem_base']}`" + \
+            (f", built {meta['hakmem_base_built']}" if "hakmem_base_built" in meta else "") + ")"
+    if readme:
+        out = ["hakmem vs hakmem-base, the older build measured in the same run (throughput ratio "
+               "hakmem / hakmem-base, above 1.00 = the current build is faster):\n"]
+    else:
+        out = ["## hakmem vs hakmem-base\n",
+               f"hakmem-base is an older hakmem build{what}, run in the same interleaved "
+               "sequence as the other allocators. *ratio* = hakmem's median throughput / hakmem-base's "
+               "(above 1.00 = the current build is faster); *RSS ratio* = hakmem's peak RSS / "
+               "hakmem-base's (below 1.00 = the current build uses less memory).\n"]
+    out += ["| benchmark | hakmem ops/s | hakmem-base ops/s | ratio | peak RSS hakmem | peak RSS hakmem-base | RSS ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    logs = []
+    for b in benches:
+        h, o = S.get((b, "hakmem"), {}), S.get((b, BASE), {})
+        hm, om = h.get("med"), o.get("med")
+        hr, orr = h.get("rss"), o.get("rss")
+        if hm and om:
+            r = hm / om
+            logs.append(math.log(r))
+            rs = ("**%.2f**" % r) if r >= 0.9995 else "%.2f" % r
+        else:
+            rs = "–"
+        cell = lambda st, m: fmt_rate(m) if m else ("FAIL" if st.get("fails") else "–")
+        out.append(f"| {b} | {cell(h, hm)} | {cell(o, om)} | {rs} | {fmt_mib(hr)} | {fmt_mib(orr)} | "
+                   f"{fmt_ratio(hr / orr if hr and orr else None)} |")
+    if logs:
+        out.append(f"| geometric mean | | | {math.exp(sum(logs) / len(logs)):.2f} | | | |")
+    out.append("")
     return out
 
 
@@ -353,7 +445,6 @@ def chart(S, benches, allocs, ratio, base):
     rs = [r for r in rs if r]
     lo = min(rs + [0.5])
     hi = max(rs + [2.0])
-    import math
     ymin = 2.0 ** math.floor(math.log2(lo) - 0.2)
     ymax = 2.0 ** math.ceil(math.log2(hi) + 0.2)
     tics = []
@@ -390,7 +481,7 @@ plot for [i=2:{ncol}] '{dat}' using i:xtic(1) title columnheader(i)
         subprocess.run([gp], input=script, text=True, check=False, stderr=subprocess.DEVNULL)
 
 
-def update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, min_peer_rss):
+def update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, best_peer_name, min_peer_rss):
     begin, end = "<!-- LATEST-RESULTS:BEGIN -->", "<!-- LATEST-RESULTS:END -->"
     try:
         text = open(readme).read()
@@ -412,11 +503,9 @@ def update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, min_peer_r
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += ["", f"![throughput relative to the best peer](results/{svg})", ""]
     if "hakmem" in allocs:
-        g = goals(S, benches, allocs, ratio, min_peer_rss)
-        g[0] = "Goals of issue 3 (measured in this run):\n"
-        g[-1] = ("\nInstructions and branches per operation (`make bench-instr`): "
-                 "[results/instr.md](results/instr.md).\n")
-        lines += g
+        lines += goals(S, benches, allocs, ratio, best_peer_name, min_peer_rss, readme=True)
+    if "hakmem" in allocs and BASE in allocs:
+        lines += vs_base(S, benches, meta, readme=True)
     lines += [end]
     new = text[:text.index(begin)] + "\n".join(lines) + text[text.index(end) + len(end):]
     with open(readme, "w") as f:

@@ -8,6 +8,8 @@
 #   HAKMEM_BUILD_DIR   build directory with libhakmem.so and bench/ (default: $BUILD
 #                      as given to make, else build/)
 #   HAKMEM_LIB         path of libhakmem.so (default: $HAKMEM_BUILD_DIR/libhakmem.so)
+#   HAKMEM_BASE_LIB    an older libhakmem.so to compare with in the same run: adds
+#                      the allocator hakmem-base (and a hakmem vs hakmem-base table)
 #   BENCH_RESULTS_DIR  where results go (default: bench/results)
 #   BENCH_TIMEOUT      seconds before one run is killed (default 120)
 #   BENCH_WAIT_IDLE    wait up to this many seconds for the machine to be idle first
@@ -24,7 +26,9 @@ PY=/usr/bin/python3
 
 QUICK=0 INSTR=0 REPEAT="" ONLY="" INSTALL=1 LIST=0
 ALLOCATORS="hakmem,hakmem-libc,glibc,mimalloc,jemalloc,tcmalloc"
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+# an older build to compare with: its column comes right after hakmem's
+[ -n "${HAKMEM_BASE_LIB:-}" ] && ALLOCATORS="hakmem,hakmem-base,${ALLOCATORS#hakmem,}"
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -68,6 +72,9 @@ SUITE_FULL=(
   "false_sharing_passive||bench_false_sharing 2 3000 20000 8 1"
   "calloc||bench_calloc 3000000 400 11"
   "peak_mem||bench_peak_mem 400000 9"
+  "big_buffers||bench_big_buffers 180 20 5 25 13"
+  "thread_pass||bench_thread_pass 1500 2 1000 16 4096"
+  "size_mix||bench_size_mix 12000000 2000 17"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -86,6 +93,9 @@ SUITE_QUICK=(
   "false_sharing_passive||bench_false_sharing 2 750 20000 8 1"
   "calloc||bench_calloc 750000 400 11"
   "peak_mem||bench_peak_mem 200000 9"
+  "big_buffers||bench_big_buffers 45 20 5 25 13"
+  "thread_pass||bench_thread_pass 400 2 1000 16 4096"
+  "size_mix||bench_size_mix 3000000 2000 17"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(
@@ -172,8 +182,28 @@ if [ ! -x "$BENCH_BIN/bench_random_mixed" ]; then
   fi
 fi
 HAKMEM_LIB=${HAKMEM_LIB:-$BUILD_DIR/libhakmem.so}
+HAKMEM_BASE_LIB=${HAKMEM_BASE_LIB:-}
 
-# allocator table: name | LD_PRELOAD | extra env | what malloc_from must contain
+# The file a library really is, as the programs print it in malloc_path=
+# (realpath, spaces and '=' as '_'): hakmem and hakmem-base may both be called
+# libhakmem.so, so they are told apart by path, not by name.
+canon_path() { readlink -f -- "$1" | tr ' =\t' '___'; }
+# check_from RESULT_LINE EXPECT: does the run's malloc come from where it should?
+# EXPECT is "path=/real/path" (malloc_path must be that file) or a string that
+# malloc_from (the basename) must contain. Sets FROM to what the run printed.
+check_from() {
+  local want=${2#path=} p
+  FROM=$(printf '%s\n' "$1" | sed -n 's/.*malloc_from=\([^ ]*\).*/\1/p')
+  if [ "$want" = "$2" ]; then [[ $FROM == *"$want"* ]]; return; fi
+  p=$(printf '%s\n' "$1" | sed -n 's/.*malloc_path=\([^ ]*\).*/\1/p')
+  if [ -z "$p" ]; then # programs older than malloc_path: compare names only
+    [[ -n $FROM && ${want##*/} == "${FROM%%.so*}"* ]]; return
+  fi
+  FROM=$p
+  [ "$p" = "$want" ]
+}
+
+# allocator table: name | LD_PRELOAD | extra env | what malloc must come from (see check_from)
 declare -a ALLOC_ROWS=()
 add_alloc() { ALLOC_ROWS+=("$1|$2|$3|$4"); }
 IFS=',' read -r -a want_alloc <<<"$ALLOCATORS"
@@ -182,10 +212,20 @@ for a in "${want_alloc[@]}"; do
   case $a in
     hakmem|hakmem-libc)
       if [ -e "$HAKMEM_LIB" ]; then
-        if [ $a = hakmem ]; then add_alloc hakmem "$HAKMEM_LIB" "" libhakmem
-        else add_alloc hakmem-libc "$HAKMEM_LIB" "HAKMEM_FORCE_LIBC_ALLOC=1" libhakmem; fi
+        if [ $a = hakmem ]; then add_alloc hakmem "$HAKMEM_LIB" "" "path=$(canon_path "$HAKMEM_LIB")"
+        else add_alloc hakmem-libc "$HAKMEM_LIB" "HAKMEM_FORCE_LIBC_ALLOC=1" "path=$(canon_path "$HAKMEM_LIB")"; fi
       elif [ $a = hakmem ]; then
         MISSING_NOTES+=("hakmem: $HAKMEM_LIB does not exist (build it with 'make', or set HAKMEM_BUILD_DIR / HAKMEM_LIB); hakmem rows skipped")
+      fi ;;
+    hakmem-base)
+      if [ -z "$HAKMEM_BASE_LIB" ]; then
+        MISSING_NOTES+=("hakmem-base: HAKMEM_BASE_LIB is not set (it names the older libhakmem.so to compare with); row skipped")
+      elif [ ! -e "$HAKMEM_BASE_LIB" ]; then
+        MISSING_NOTES+=("hakmem-base: HAKMEM_BASE_LIB=$HAKMEM_BASE_LIB does not exist; row skipped")
+      else
+        [ -e "$HAKMEM_LIB" ] && [ "$(canon_path "$HAKMEM_BASE_LIB")" = "$(canon_path "$HAKMEM_LIB")" ] &&
+          MISSING_NOTES+=("hakmem-base: HAKMEM_BASE_LIB is the same file as HAKMEM_LIB ($(canon_path "$HAKMEM_LIB")): both columns measure one library")
+        add_alloc hakmem-base "$HAKMEM_BASE_LIB" "" "path=$(canon_path "$HAKMEM_BASE_LIB")"
       fi ;;
     glibc) add_alloc glibc "" "" "libc.so" ;;
     mimalloc|jemalloc|tcmalloc)
@@ -198,24 +238,25 @@ done
 
 # check once per allocator that the preload works and really supplies malloc
 declare -a OK_ROWS=()
-HAKMEM_VERSION=""
+declare -A LIB_VERSION=()
 for row in "${ALLOC_ROWS[@]}"; do
   IFS='|' read -r name pre envs expect <<<"$row"
   # shellcheck disable=SC2086
   out=$(timeout -k 5 60 env -u LD_PRELOAD $envs ${pre:+LD_PRELOAD=$pre} "$BENCH_BIN/bench_random_mixed" 20000 64 1 2>&1)
   rc=$?
-  from=$(printf '%s\n' "$out" | sed -n 's/.*malloc_from=\([^ ]*\).*/\1/p')
+  if check_from "$out" "$expect"; then ok=1; else ok=0; fi
+  from=$FROM
   if [ -z "$from" ]; then
     why="exit $rc"
     [ $rc -gt 128 ] && why="$why = SIG$(kill -l $((rc - 128)) 2>/dev/null)"
     last=$(printf '%s' "$out" | tail -n1 | cut -c1-160)
     MISSING_NOTES+=("$name: the check run (bench_random_mixed 20000 64 1 under ${pre:-no preload}) failed: $why${last:+: $last}; row skipped")
-  elif [[ $from != *"$expect"* ]]; then
-    MISSING_NOTES+=("$name: malloc came from $from, not $expect: LD_PRELOAD did not take; row skipped")
+  elif [ $ok = 0 ]; then
+    MISSING_NOTES+=("$name: malloc came from $from, not ${expect#path=}: LD_PRELOAD did not take; row skipped")
   else
     OK_ROWS+=("$row")
     ver=$(printf '%s\n' "$out" | sed -n 's/.*hakmem_version=\([^ ]*\).*/\1/p')
-    [ -n "$ver" ] && [ "$name" = hakmem ] && HAKMEM_VERSION=$ver
+    [ -n "$ver" ] && LIB_VERSION[$name]=$ver
   fi
 done
 for n in "${MISSING_NOTES[@]+"${MISSING_NOTES[@]}"}"; do say "!! $n"; done
@@ -230,7 +271,9 @@ for n in "${MISSING_NOTES[@]+"${MISSING_NOTES[@]}"}"; do printf '%s\n' "$n" >>"$
 for row in "${OK_ROWS[@]}"; do
   IFS='|' read -r name pre envs expect <<<"$row"
   v=""
-  case $name in hakmem*) [ -n "$HAKMEM_VERSION" ] && v=" (hak_version: $HAKMEM_VERSION)" ;; esac
+  [ -n "${LIB_VERSION[$name]:-}" ] && v="hak_version: ${LIB_VERSION[$name]}"
+  [ "$name" = hakmem-base ] && v="${v:+$v; }built $(date -u -r "$(readlink -f "$pre")" '+%Y-%m-%d %H:%M UTC')"
+  v=${v:+ ($v)}
   printf 'LIB\t%s\t%s\t%s\n' "$name" "${pre:-(none: the C library)}$v" "$envs" >>"$NOTES_FILE"
 done
 
@@ -249,6 +292,10 @@ machine_info() {
   printf 'mode\t%s\n' "$([ $QUICK = 1 ] && echo quick || echo full), $REPEAT repeat(s)"
   printf 'build\t%s\n' "$BUILD_DIR"
   [ -e "$HAKMEM_LIB" ] && printf 'hakmem_lib_built\t%s\n' "$(date -u -r "$(readlink -f "$HAKMEM_LIB")" '+%Y-%m-%d %H:%M UTC')"
+  if [[ " ${OK_ROWS[*]%%|*} " == *" hakmem-base "* ]]; then
+    printf 'hakmem_base\t%s\n' "$(readlink -f "$HAKMEM_BASE_LIB")"
+    printf 'hakmem_base_built\t%s\n' "$(date -u -r "$(readlink -f "$HAKMEM_BASE_LIB")" '+%Y-%m-%d %H:%M UTC')"
+  fi
   printf 'load_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
   for p in libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4; do
     v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) && printf 'pkg\t%s %s\n' "$p" "$v"
@@ -371,9 +418,8 @@ for e in "${SUITE[@]}"; do
         sig=""
         [ $rc -gt 128 ] && sig=" = SIG$(kill -l $((rc - 128)) 2>/dev/null)"
         status="failed (exit $rc$sig${msg:+: $msg})"
-      else
-        from=$(printf '%s' "$res" | sed -n 's/.*malloc_from=\([^ ]*\).*/\1/p')
-        [[ $from == *"$expect"* ]] || status="wrong allocator: malloc from $from"
+      elif ! check_from "$res" "$expect"; then
+        status="wrong allocator: malloc from $FROM"
       fi
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bname" "$name" "$rep" "$status" "$wall" "${maxrss:-}" "$res" >>"$RAW"
       if [ "$status" = ok ]; then
