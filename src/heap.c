@@ -43,7 +43,7 @@ void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); 
 static void heap_reset(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = &hak_empty_slab;
-    h->partial[c] = NULL;
+    h->partial[c] = h->partial_tail[c] = NULL;
   }
   for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
@@ -109,13 +109,19 @@ static void heap_set_current(hak_heap_t *h, unsigned cls, hak_slab_t *s) {
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) hak_front.direct[b] = s;
 }
 
+/* Partial lists are FIFO: a slab that stopped being full a moment ago has
+ * one free block; by the time it reaches the head, frees have refilled
+ * it, so a refill does not switch slabs after every other allocation. */
 static void partial_push(hak_heap_t *h, hak_slab_t *s) {
-  hak_slab_t **head = &h->partial[s->cls];
+  unsigned c = s->cls;
   s->in_partial = 1;
-  s->prev = NULL;
-  s->next = *head;
-  if (*head) (*head)->prev = s;
-  *head = s;
+  s->next = NULL;
+  s->prev = h->partial_tail[c];
+  if (s->prev)
+    s->prev->next = s;
+  else
+    h->partial[c] = s;
+  h->partial_tail[c] = s;
 }
 
 static void partial_remove(hak_heap_t *h, hak_slab_t *s) {
@@ -123,7 +129,10 @@ static void partial_remove(hak_heap_t *h, hak_slab_t *s) {
     s->prev->next = s->next;
   else
     h->partial[s->cls] = s->next;
-  if (s->next) s->next->prev = s->prev;
+  if (s->next)
+    s->next->prev = s->prev;
+  else
+    h->partial_tail[s->cls] = s->prev;
   s->next = s->prev = NULL;
   s->in_partial = 0;
 }
@@ -193,8 +202,8 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
     ss_list_remove(h, ss);
     ss_list_push_front(h, ss);
   }
+  heap_dirty_add(h, ((size_t)1 << ss->slab_shift) - ss_area_offset(s->index), 1);
   ss_slab_free(ss, s, now);
-  heap_dirty_add(h, (size_t)1 << ss->slab_shift, 1);
   uint64_t due = now + hak_opt.purge_delay_ms;
   if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
     atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
@@ -269,7 +278,18 @@ static hak_slab_t *heap_new_slab_locked(hak_heap_t *h, unsigned cls) {
       continue;
     }
     ss = ss_acquire(kind);
-    if (ss == NULL) return NULL;
+    if (ss == NULL) {
+      /* No new superslab (out of memory or address space): a free slab of
+       * another kind serves too if it holds a few blocks — the class only
+       * picks the preferred slab size, the descriptor has its own. */
+      for (unsigned k = 0; k < SS_KINDS; k++) {
+        ss = h->ss_head[k];
+        size_t area = ((size_t)1 << ss_kind_shift(k)) - (k == SS_KIND_BIG ? HAK_BIG_AREA_OFFSET : 0);
+        if (k != kind && ss != NULL && ss->free_mask != 0 && area >= (size_t)4 * sc_size[cls])
+          return heap_take_slab(h, ss, cls);
+      }
+      return NULL;
+    }
     ss_set_heap(ss, h);
     ss_list_push_front(h, ss);
     return heap_take_slab(h, ss, cls);

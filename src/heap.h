@@ -24,7 +24,8 @@
 typedef struct hak_heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   hak_slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
-  hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class */
+  hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class, oldest first */
+  hak_slab_t *partial_tail[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the

@@ -35,18 +35,18 @@ typedef struct large_hdr {
   uint64_t pad[2];
 } large_hdr_t;
 
-/* ---- arenas: blocks of 1..16 MiB carved from 64 MiB reservations --------
+/* ---- arenas: blocks of 1..32 MiB carved from 128 MiB reservations -------
  * Freed spans coalesce and stay committed for the purge delay, so a
  * program cycling big buffers of varying sizes reuses faulted-in pages
  * instead of mapping (and faulting) fresh ones each time. All of an arena's
  * 4 MiB regions are marked OWN_LARGE for its lifetime; each block still has
  * its header just below the user pointer. Guarded by large_lock. */
-#define ARENA_SIZE ((size_t)64 << 20)
+#define ARENA_SIZE ((size_t)128 << 20)
 #define ARENA_GRAN_SHIFT 16
 #define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
 #define ARENA_GRANS ((uint32_t)(ARENA_SIZE >> ARENA_GRAN_SHIFT))
-#define ARENA_MAX_FREE 96
-#define ARENA_BLOCK_MAX ((size_t)16 << 20)
+#define ARENA_MAX_FREE 132
+#define ARENA_BLOCK_MAX ((size_t)32 << 20)
 
 typedef struct arena_span {
   uint32_t start, count; /* in granules */
@@ -63,6 +63,8 @@ typedef struct large_arena {
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
+_Static_assert(sizeof(large_arena_t) <= ((size_t)1 << 16), "arena descriptor fits its granule");
+_Static_assert(ARENA_MAX_FREE > (ARENA_SIZE >> 20) + 1, "span table holds every gap");
 
 typedef struct large_slot {
   uint8_t *base;
@@ -138,8 +140,9 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
 }
 
 /* Give granules [start, start+count) back, merging with free neighbours.
- * Blocks are > 1 MiB (16 granules), so an arena has at most 64 free spans
- * and the table never overflows. Under large_lock. */
+ * Blocks are > 1 MiB (more than 16 granules), so an arena holds fewer than
+ * 128 blocks and 129 free spans: the table never overflows. Under
+ * large_lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
   arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;

@@ -1,7 +1,7 @@
 /*
  * large.h — blocks above the largest size class (1 MiB).
  *
- * Owns: blocks up to 16 MiB carved from 64 MiB arenas (best fit at 64 KiB
+ * Owns: blocks up to 32 MiB carved from 128 MiB arenas (best fit at 64 KiB
  * granules, coalescing, freed spans decommitted after the purge delay);
  * bigger or more-than-64-KiB-aligned blocks in dedicated 4 MiB-aligned
  * mappings with a small bounded cache; a 64-byte header just below each
@@ -31,7 +31,7 @@ size_t large_usable_size(const void *p, unsigned v);
 uint64_t large_purge(uint64_t now_ms, bool force);
 
 typedef struct large_stats {
-  size_t arenas, arena_bytes_used;     /* 64 MiB arenas, bytes in live blocks */
+  size_t arenas, arena_bytes_used;     /* 128 MiB arenas, bytes in live blocks */
   size_t mappings, mapping_bytes;      /* dedicated mappings in use */
   size_t cached, cached_bytes;         /* freed mappings kept for reuse */
 } large_stats_t;

@@ -17,7 +17,7 @@ extern uint32_t sc_size[HAK_NCLASS];          /* block size of each class */
 extern uint16_t sc_batch[HAK_NCLASS];         /* blocks carved per refill */
 extern uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct buckets, lo>hi: none */
 
-#define HAK_CLASS_MEDIUM_FIRST 32 /* classes >= this live in 512 KiB slabs */
+#define HAK_CLASS_MEDIUM_FIRST 24 /* classes >= this (2.5 KiB..) live in 512 KiB slabs */
 #define HAK_CLASS_BIG_FIRST 44    /* classes >= this (80 KiB..) in 4 MiB slabs */
 
 void sc_init(void);

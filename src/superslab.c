@@ -69,9 +69,7 @@ static _Atomic int ss_abandon_pending;
 static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->magic = SS_MAGIC;
   ss->kind = (uint8_t)kind;
-  ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
-                   : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
-                                            : HAK_BIG_SLAB_SHIFT;
+  ss->slab_shift = (uint8_t)ss_kind_shift(kind);
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
 #if HAK_SECURE

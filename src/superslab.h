@@ -110,6 +110,11 @@ HAK_INLINE void ss_set_heap(struct hak_superslab *ss, struct hak_heap *h) {
   __atomic_store_n(&ss->heap, h, __ATOMIC_RELEASE);
 }
 
+/* Slab size (as a shift) of a superslab kind. */
+HAK_INLINE unsigned ss_kind_shift(unsigned kind) {
+  return kind == SS_KIND_SMALL ? HAK_SMALL_SLAB_SHIFT : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT : HAK_BIG_SLAB_SHIFT;
+}
+
 HAK_INLINE hak_superslab_t *ss_of(const void *p) {
   return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
