@@ -100,6 +100,8 @@ struct hak_stats {
   size_t bg_thread_running;    /* 1 while the background purge thread runs */
   size_t bg_passes;            /* purge passes the background thread made */
   size_t purge_lock_busy;      /* times a purge found a heap's lock taken and skipped it */
+  size_t heap_idle_max_bytes;  /* the most idle resident bytes one thread heap holds */
+  size_t heap_idle_heaps;      /* thread heaps holding any */
 };
 
 HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */

@@ -185,7 +185,7 @@ void decay_stats(decay_stats_t *out) {
   out->decayed_bytes = atomic_load_explicit(&decay_bytes, memory_order_relaxed);
   out->forced_bytes = atomic_load_explicit(&decay_forced, memory_order_relaxed);
   out->contended = atomic_load_explicit(&decay_contended, memory_order_relaxed);
-  out->heap_idle_bytes = heap_idle_bytes();
+  out->heap_idle_bytes = heap_idle_bytes(&out->heap_idle_max, &out->heap_idle_heaps);
 }
 
 /* fork: no pass runs across it; the child has no thread, and gets one

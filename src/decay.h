@@ -47,7 +47,8 @@ HAK_INLINE void decay_poll(void) {
 size_t decay_collect_all(bool force);
 
 typedef struct decay_stats {
-  size_t running, passes, decayed_bytes, forced_bytes, contended, heap_idle_bytes;
+  size_t running, passes, decayed_bytes, forced_bytes, contended;
+  size_t heap_idle_bytes, heap_idle_max, heap_idle_heaps;
 } decay_stats_t;
 void decay_stats(decay_stats_t *out);
 

@@ -427,10 +427,16 @@ size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_du
   return purged;
 }
 
-size_t heap_idle_bytes(void) {
-  size_t b = 0;
-  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next)
-    b += atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
+  size_t b = 0, m = 0, n = 0;
+  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+    b += d;
+    m = d > m ? d : m;
+    n += d != 0;
+  }
+  *max_one = m;
+  *heaps = n;
   return b;
 }
 

@@ -80,8 +80,9 @@ void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s);
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due);
 /* Take in what other threads freed into the calling thread's full slabs. */
 void heap_drain_self(void);
-/* Resident bytes of free slabs over every heap (a racy sum, statistics). */
-size_t heap_idle_bytes(void);
+/* Resident bytes of free slabs over every heap (a racy sum, statistics);
+ * *max_one: the most one heap holds, *heaps: how many hold any. */
+size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
 void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2);

@@ -96,6 +96,8 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   st.bg_thread_running = ds.running;
   st.bg_passes = ds.passes;
   st.purge_lock_busy = ds.contended;
+  st.heap_idle_max_bytes = ds.heap_idle_max;
+  st.heap_idle_heaps = ds.heap_idle_heaps;
 #if HAK_STATS_BUILD
   uint64_t ev[ST_N];
   for (int i = 0; i < ST_N; i++)
@@ -150,8 +152,10 @@ size_t stats_format(char *buf, size_t cap) {
   OUT("large: %zu arenas (%.0f KiB in use), %zu mappings (%.0f KiB), %zu cached (%.0f KiB)\n",
       st.large_arenas, KIB(st.large_arena_bytes_in_use), st.large_mappings,
       KIB(st.large_mapping_bytes), st.large_cached, KIB(st.large_cached_bytes));
-  OUT("idle: %.0f KiB resident in free slabs of thread heaps; decayed %.0f KiB, collected %.0f KiB\n",
-      KIB(st.heap_idle_bytes), KIB(st.decayed_bytes), KIB(st.collected_bytes));
+  OUT("idle: %.0f KiB resident in free slabs of %zu thread heaps (at most %.0f KiB in one); "
+      "decayed %.0f KiB, collected %.0f KiB\n",
+      KIB(st.heap_idle_bytes), st.heap_idle_heaps, KIB(st.heap_idle_max_bytes), KIB(st.decayed_bytes),
+      KIB(st.collected_bytes));
   OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
       st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
       (unsigned long long)hak_opt.purge_delay_ms);
