@@ -96,7 +96,7 @@ struct hak_stats {
   /* version 2: memory return (docs/stats.md) */
   size_t heap_idle_bytes;      /* free slabs of thread heaps still resident (reused warm) */
   size_t decayed_bytes;        /* decommitted after idling for the purge delay */
-  size_t collected_bytes;      /* decommitted at once by hak_collect(1) / malloc_trim */
+  size_t collected_bytes;      /* decommitted on request: hak_collect, malloc_trim, out-of-memory retry */
   size_t bg_thread_running;    /* 1 while the background purge thread runs */
   size_t bg_passes;            /* purge passes the background thread made */
   size_t purge_lock_busy;      /* times a purge found a heap's lock taken and skipped it */

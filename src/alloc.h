@@ -6,7 +6,8 @@
  * by the ownership map, and the HAKMEM_FORCE_LIBC_ALLOC bypass. Promises:
  * standard errno behaviour (ENOMEM, EINVAL); each function here checks the
  * bypass before touching any hakmem state.
- * May call: front, heap, remote, large, foreign, init, sizeclass.
+ * May call: front, heap, remote, large, foreign, init, sizeclass, ownmap,
+ * superslab, decay, prof.
  */
 #ifndef HAK_ALLOC_H
 #define HAK_ALLOC_H

@@ -94,7 +94,7 @@ HAK_EXPORT struct mallinfo2 mallinfo2(void) {
   hak_stats_get(&st);
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  mi.arena = st.small_bytes_reserved + st.large_arenas * ((size_t)64 << 20);
+  mi.arena = st.small_bytes_reserved + st.large_arenas * ((size_t)128 << 20);
   mi.ordblks = st.superslabs;
   mi.hblks = st.large_mappings;
   mi.hblkhd = st.large_mapping_bytes;

@@ -24,7 +24,7 @@ _Atomic int decay_want_start;
 static pthread_mutex_t decay_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t decay_cv;
 static pthread_mutex_t decay_pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t decay_thread;
+static pthread_t decay_thread;  /* valid while decay_running */
 static bool decay_running, decay_stop_flag, decay_atexit_done;
 static _Atomic int decay_idle_wait; /* the thread waits with nothing idle */
 static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended;
@@ -49,8 +49,13 @@ void decay_note_idle(size_t idle_bytes) {
   }
 }
 
+/* Set while decay_collect_all runs (under the pass lock). */
+static _Atomic bool decay_collecting;
+
 void decay_count(size_t bytes) {
-  if (bytes) atomic_fetch_add_explicit(&decay_bytes, bytes, memory_order_relaxed);
+  if (bytes == 0) return;
+  bool forced = atomic_load_explicit(&decay_collecting, memory_order_relaxed);
+  atomic_fetch_add_explicit(forced ? &decay_forced : &decay_bytes, bytes, memory_order_relaxed);
 }
 
 void decay_note_contended(void) { atomic_fetch_add_explicit(&decay_contended, 1, memory_order_relaxed); }
@@ -81,10 +86,27 @@ static void decay_wait_until(uint64_t due_ms) {
   pthread_cond_timedwait(&decay_cv, &decay_mu, &ts);
 }
 
+/* How long the thread waits with nothing idle before it ends. It must not
+ * stay for good: glibc ends a process when its last thread returns, and a
+ * process whose other threads all end with pthread_exit would otherwise
+ * live on for this thread alone. It is started again when memory becomes
+ * idle. */
+#define DECAY_LINGER_MS 1000
+
+static uint64_t decay_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void *decay_main(void *arg) {
   (void)arg;
+#if defined(__GLIBC__)
+  pthread_setname_np(pthread_self(), "hakmem-purge");
+#endif
   bool armed = false;
   pthread_mutex_lock(&decay_mu);
+  decay_thread = pthread_self();
   while (!decay_stop_flag) {
     pthread_mutex_unlock(&decay_mu);
     pthread_mutex_lock(&decay_pass_lock);
@@ -92,88 +114,114 @@ static void *decay_main(void *arg) {
     pthread_mutex_unlock(&decay_pass_lock);
     pthread_mutex_lock(&decay_mu);
     if (decay_stop_flag) break;
-    if (next == UINT64_MAX) {
-      if (!armed) {
-        /* Announce the wait, then look once more: memory freed meanwhile
-         * is either seen by that pass or wakes us (decay_note_idle). */
-        atomic_store_explicit(&decay_idle_wait, 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
-        armed = true;
-        continue;
-      }
-      while (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag)
-        pthread_cond_wait(&decay_cv, &decay_mu);
-      armed = false;
-    } else {
+    if (next != UINT64_MAX) {
       armed = false;
       atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
       decay_wait_until(next);
+      continue;
+    }
+    if (!armed) {
+      /* Announce the wait, then look once more: memory freed meanwhile
+       * is either seen by that pass or wakes us (decay_note_idle). */
+      atomic_store_explicit(&decay_idle_wait, 1, memory_order_relaxed);
+      atomic_thread_fence(memory_order_seq_cst);
+      armed = true;
+      continue;
+    }
+    armed = false;
+    uint64_t until = decay_now_ms() + DECAY_LINGER_MS;
+    while (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag &&
+           decay_now_ms() < until)
+      decay_wait_until(until);
+    if (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag) {
+      /* Nothing became idle meanwhile: end; decay_note_idle starts a new
+       * thread when there is idle memory again. */
+      atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
+      atomic_store(&decay_want_start, 0);
+      break;
     }
   }
+  decay_running = false;
+  pthread_cond_broadcast(&decay_cv); /* decay_stop may be waiting */
   pthread_mutex_unlock(&decay_mu);
   return NULL;
 }
 
 /* At exit: stop the thread between passes, so it never purges while the
- * process tears down, and its stack and descriptor are freed. */
+ * process tears down. (On the thread itself — it was the last one, and
+ * glibc calls exit as it returns — there is nothing to wait for.) */
 static void decay_stop(void) {
   pthread_mutex_lock(&decay_mu);
-  bool running = decay_running;
   decay_stop_flag = true;
   atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
-  pthread_cond_signal(&decay_cv);
-  pthread_mutex_unlock(&decay_mu);
-  if (running) pthread_join(decay_thread, NULL);
-  pthread_mutex_lock(&decay_mu);
-  decay_running = false;
+  pthread_cond_broadcast(&decay_cv);
+  while (decay_running && !pthread_equal(pthread_self(), decay_thread)) pthread_cond_wait(&decay_cv, &decay_mu);
   pthread_mutex_unlock(&decay_mu);
 }
 
-void decay_start(void) {
-  int expect = 1;
-  if (!atomic_compare_exchange_strong(&decay_want_start, &expect, 2)) return;
+static void decay_cv_init(void) {
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&decay_cv, &ca);
   pthread_condattr_destroy(&ca);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
-  /* The thread handles no signals of the program's. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+}
+
+void decay_start(void) {
+  int expect = 1;
+  if (!atomic_compare_exchange_strong(&decay_want_start, &expect, 2)) return;
   int saved = errno;
+  static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+  pthread_once(&cv_once, decay_cv_init);
+  if (!decay_atexit_done) {
+    decay_atexit_done = true;
+    atexit(decay_stop);
+  }
   pthread_mutex_lock(&decay_mu);
-  decay_stop_flag = false;
-  int rc = pthread_create(&decay_thread, &attr, decay_main, NULL);
-  decay_running = rc == 0;
+  bool go = !decay_stop_flag && !decay_running; /* not while the process exits */
+  if (go) decay_running = true;
   pthread_mutex_unlock(&decay_mu);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
+  if (!go) {
     atomic_store(&decay_want_start, 3);
     errno = saved;
     return;
   }
-#if defined(__GLIBC__)
-  pthread_setname_np(decay_thread, "hakmem-purge");
-#endif
-  if (!decay_atexit_done) {
-    decay_atexit_done = true;
-    atexit(decay_stop);
+  /* Detached: it ends by itself (DECAY_LINGER_MS), and nobody joins it. */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* The thread handles no signals of the program's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, decay_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    pthread_mutex_lock(&decay_mu);
+    decay_running = false;
+    pthread_mutex_unlock(&decay_mu);
+    atomic_store(&decay_want_start, 3);
   }
   errno = saved;
 }
 
 size_t decay_collect_all(bool force) {
+  /* Under the pass lock: it waits for heap locks, and fork must not find
+   * another thread's lock held by it (the fork handlers take the pass lock
+   * first). */
+  pthread_mutex_lock(&decay_pass_lock);
+  atomic_store_explicit(&decay_collecting, true, memory_order_relaxed);
   uint64_t now = os_now_ms();
   size_t b = heap_purge_all(now, force, true, NULL);
+  decay_count(b);
   ss_abandon_collect(force);
   large_purge(now, force);
   if (force) ss_cache_unmap_all();
-  atomic_fetch_add_explicit(force ? &decay_forced : &decay_bytes, b, memory_order_relaxed);
+  atomic_store_explicit(&decay_collecting, false, memory_order_relaxed);
+  pthread_mutex_unlock(&decay_pass_lock);
   return b;
 }
 
@@ -188,12 +236,11 @@ void decay_stats(decay_stats_t *out) {
   out->heap_idle_bytes = heap_idle_bytes(&out->heap_idle_max, &out->heap_idle_heaps);
 }
 
-/* fork: no pass runs across it; the child has no thread, and gets one
- * again when it has idle memory of its own. */
-void decay_fork_prepare(void) {
-  pthread_mutex_lock(&decay_pass_lock);
-  pthread_mutex_lock(&decay_mu);
-}
+/* fork: no pass or collection runs across it (pass lock, taken first);
+ * decay_mu is taken last, since decay_note_idle takes it under heap locks.
+ * The child has no thread, and gets one again when it has idle memory. */
+void decay_fork_prepare(void) { pthread_mutex_lock(&decay_pass_lock); }
+void decay_fork_prepare_last(void) { pthread_mutex_lock(&decay_mu); }
 void decay_fork_parent(void) {
   pthread_mutex_unlock(&decay_mu);
   pthread_mutex_unlock(&decay_pass_lock);
@@ -203,6 +250,7 @@ void decay_fork_child(void) {
   atomic_store(&decay_idle_wait, 0);
   int st = atomic_load(&decay_want_start);
   if (st == 2 || st == 1) atomic_store(&decay_want_start, 0);
+  decay_cv_init(); /* nobody waits on it here */
   pthread_mutex_unlock(&decay_mu);
   pthread_mutex_unlock(&decay_pass_lock);
 }

@@ -10,10 +10,12 @@
  * HAKMEM_PURGE_DELAY_MS, never because of how much was freed, so a steady
  * state makes no purge at all. With the background thread, an idle
  * program's memory goes back without any allocator call: the thread starts
- * the first time a component holds more than DECAY_BG_START_BYTES idle
+ * the first time a component holds DECAY_BG_START_BYTES idle or more
  * (small programs never get one), sleeps until the earliest idle memory is
- * due, and waits without waking when nothing is idle. It stops at exit
- * and is restarted on demand in a fork child.
+ * due, and ends after a second with nothing idle (started again when
+ * memory becomes idle), so it never keeps a process alive whose other
+ * threads ended with pthread_exit. It stops at exit, and a fork child gets
+ * its own on demand.
  * The thread is created only at a safe point (decay_poll: no allocator
  * lock held, no structure mid-update), because pthread_create allocates.
  * May call: heap, superslab, large, os, options.
@@ -32,7 +34,8 @@ extern _Atomic int decay_want_start;
  * thread (started by the next decay_poll) or wakes a sleeping one. Cold;
  * may be called with allocator locks held. */
 void decay_note_idle(size_t idle_bytes);
-/* Bytes decommitted by a time-based purge outside the thread. */
+/* Bytes a purge decommitted (counted as collected while decay_collect_all
+ * runs, as decayed otherwise). */
 void decay_count(size_t bytes);
 /* A purge found a heap busy (its owner held the lock). */
 void decay_note_contended(void);
@@ -52,7 +55,8 @@ typedef struct decay_stats {
 } decay_stats_t;
 void decay_stats(decay_stats_t *out);
 
-void decay_fork_prepare(void);
+void decay_fork_prepare(void);      /* first of the fork handlers */
+void decay_fork_prepare_last(void); /* last */
 void decay_fork_parent(void);
 void decay_fork_child(void);
 

@@ -491,7 +491,9 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
   hak_block_t *b = slab_pop(s, s->free);
-  decay_poll(); /* the heap is consistent again: a safe point */
+  /* The heap is consistent again: a safe point — except for the shared
+   * exit heap, whose lock is held here (pthread_create allocates). */
+  if (!(h->tid & HAK_TID_EXIT_BIT)) decay_poll();
   return b;
 }
 

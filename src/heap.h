@@ -2,14 +2,17 @@
  * heap.h — the per-thread heap and its thread-local front.
  *
  * Owns: hak_front (initial-exec TLS: the direct table malloc's fast path
- * reads, and the heap pointer free's fast path compares with a slab's
- * owner); the heap structs (pooled, never unmapped, so a stale pointer held
+ * reads; free's fast path compares a slab's owner with the thread id);
+ * the heap structs (pooled, never unmapped, so a stale pointer held
  * by a remote freer stays valid); each heap's current slab per class, partial
  * lists, owned superslabs, and the thread start/exit protocol (abandon on
  * exit, adopt abandoned superslabs when a slab is needed).
- * Promises: only the owning thread touches a heap's lists and its slabs'
- * free lists; everything here except the inline accessors is cold.
- * May call: superslab, remote, sizeclass, os, options.
+ * Promises: only the owning thread touches a heap's partial lists and its
+ * slabs' free lists; the page level (superslab lists and masks) is shared
+ * with the purge thread under the heap's lock; everything here except the
+ * inline accessors is cold.
+ * May call: superslab, remote, large (out of memory), decay, sizeclass, os,
+ * options, foreign (error reports), stats.
  */
 #ifndef HAK_HEAP_H
 #define HAK_HEAP_H

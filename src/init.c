@@ -29,6 +29,7 @@ static void hak_fork_prepare(void) {
   heap_lock_all();
   ss_lock_all();
   large_lock_all();
+  decay_fork_prepare_last();
 }
 static void hak_fork_unlock(void) {
   large_unlock_all();

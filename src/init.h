@@ -6,7 +6,8 @@
  * dynamic loader, a constructor or main alike — and the pthread_atfork
  * handlers. Promises: nothing before "ready" allocates or uses stdio;
  * concurrent first calls wait for the one initialiser.
- * May call: os, options, sizeclass, heap, superslab, large.
+ * May call: os, options, sizeclass, heap, superslab, large, decay, prof,
+ * stats.
  */
 #ifndef HAK_INIT_H
 #define HAK_INIT_H

@@ -30,8 +30,8 @@
 #define HAK_SS_SIZE       ((size_t)1 << HAK_SS_SHIFT)
 #define HAK_SS_MASK       (HAK_SS_SIZE - 1)
 
-/* Small superslabs hold 64 KiB slabs (classes up to 8 KiB, >= 8 blocks per
- * slab); medium superslabs hold 512 KiB slabs (classes up to 64 KiB). Slab 0
+/* Small superslabs hold 64 KiB slabs (classes up to 2 KiB, >= 32 blocks per
+ * slab); medium superslabs hold 512 KiB slabs (2.5 KiB .. 64 KiB). Slab 0
  * of those holds the header, so their blocks start slab-aligned. Big
  * superslabs are one slab of 4 MiB whose blocks (80 KiB .. 1 MiB) start
  * 1 MiB in, after the header: so every slab area is aligned to at least

@@ -245,8 +245,8 @@ static uint8_t *large_cache_take(size_t need, size_t *size_out) {
   return base;
 }
 
-/* Fit a cached mapping to need: shrink it when it is more than twice too
- * big (the tail's pages go back), grow it in place or by moving its pages
+/* Fit a cached mapping to need: shrink it when it is more than four times
+ * too big (the tail's pages go back), grow it in place or by moving its pages
  * to a fresh aligned range. NULL (mapping released) if that fails. */
 static uint8_t *large_resize_cached(uint8_t *base, size_t *size, size_t need) {
   if (*size > need) {

@@ -9,7 +9,7 @@
  * marks OWN_LARGE (or OWN_LARGE_FAR for alignments >= 4 MiB); dedicated
  * mappings go back with munmap and are resized with mremap (pages move, no
  * copy); arena blocks resize in place when their neighbour span is free.
- * May call: os, ownmap, options.
+ * May call: os, ownmap, options, decay, foreign (error reports).
  */
 #ifndef HAK_LARGE_H
 #define HAK_LARGE_H

@@ -64,7 +64,7 @@ static const opt_desc_t opt_table[] = {
      "After an invalid or double free is reported: abort, warn (report and go on, the call does "
      "nothing) or ignore (no report)."},
     {"LARGE_CACHE", OPT_SIZE, &hak_opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "256M",
-     "Bytes of freed dedicated large mappings (blocks above 16 MiB) kept for reuse, each for at "
+     "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "
      "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "
      "fresh ones in."},
     {"REFILL_BYTES", OPT_SIZE, &hak_opt.refill_bytes, NULL, 256, (uint64_t)1 << 20, "4K",

@@ -3,7 +3,7 @@
  *
  * Owns: a byte per 4 MiB of the 48-bit address space (64 MiB of zero-fill
  * BSS, touched only where hakmem maps). Promises: an entry is nonzero only
- * while hakmem owns the region: the slab shift (16 or 19) for a superslab,
+ * while hakmem owns the region: the slab shift (16, 19 or 22) for a superslab,
  * OWN_LARGE / OWN_LARGE_FAR for a large mapping whose user pointer lies in
  * that region. Entries are written only by superslab.c and large.c.
  * May call: nothing.

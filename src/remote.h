@@ -8,7 +8,7 @@
  * lost: it lands on the slab's thread_free (collected by the owner's slow
  * path, or by whoever adopts the slab) or, when the slab was full, on the
  * owner heap's delayed list so that the owner notices it. Pushes are one CAS.
- * May call: nothing but atomics.
+ * May call: atomics; superslab (a free into an abandoned slab is noted).
  */
 #ifndef HAK_REMOTE_H
 #define HAK_REMOTE_H

@@ -7,7 +7,8 @@
  * the exit-time report of HAKMEM_STATS=1, and — only when built with
  * -DHAKMEM_STATS=ON — per-thread event counters merged at thread exit.
  * Promises: in the default build HAK_STAT() compiles to nothing, so no hot
- * path carries a counter. May call: superslab, large, os, options.
+ * path carries a counter. May call: superslab, large, decay, os, options,
+ * init, api (hak_version).
  */
 #ifndef HAK_STATS_H
 #define HAK_STATS_H

@@ -3,7 +3,7 @@
  *
  * Owns: the empty-superslab cache and the abandoned lists (each behind its
  * own mutex: these are cold paths, taken once per 4 MiB). Promises: see
- * superslab.h. May call: os, ownmap, sizeclass, options.
+ * superslab.h. May call: os, ownmap, sizeclass, options, decay, remote.
  */
 #include "superslab.h"
 #include "decay.h"

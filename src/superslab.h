@@ -9,7 +9,8 @@
  *   ss_of(p)->slabs[(p - ss) >> slab_shift]
  * (mask and shift, no search); a slab's blocks start slab-aligned; an empty
  * superslab is decommitted before it is cached.
- * May call: os, ownmap.
+ * May call: os, ownmap, sizeclass, options, decay, remote (collecting
+ * abandoned slabs).
  *
  * Slab ownership protocol (the owner field):
  *   heap tid                owned by that heap's thread, not full

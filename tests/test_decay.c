@@ -612,6 +612,21 @@ static int child_exit_return(int argc, char **argv)
   return code;
 }
 
+/* child: test_decay exit-pthread SLEEP_MS 0 FD — the only thread ends with
+ * pthread_exit while the purge thread has work: glibc ends the process
+ * when its last thread ends, so the purge thread must not outlive it. */
+static int child_exit_pthread(int argc, char **argv)
+{
+  CHECK(argc >= 5, "exit-pthread: arguments");
+  unsigned ms = (unsigned)strtoul(argv[2], NULL, 10);
+  g_report_fd = atoi(argv[4]);
+  node_t *h = phase_alloc(256 * MiB, 16, 256 * KiB, 4, 4 * MiB, 800 + ms, NULL);
+  phase_free(h);
+  if (ms) sleep_ms(ms);
+  report_exit_time();
+  pthread_exit(NULL);
+}
+
 static double exit_worst_latency, exit_worst_total;
 
 static void exit_run(const char *kind, unsigned ms, int arg, int want)
@@ -673,6 +688,7 @@ static void part_exit(void)
   static const unsigned sl[] = {0, 25, 55, 80};
   for (size_t k = 0; k < sizeof sl / sizeof sl[0]; k++)
     exit_run("exit-return", sl[k] * delay_ms() / 50, 10 + (int)k, 10 + (int)k);
+  for (size_t k = 0; k < 2; k++) exit_run("exit-pthread", sl[k * 2] * delay_ms() / 50, 0, 0);
   printf("exit: worst %.1f ms from exit()/return to the end of the process, worst %.0f ms in all\n",
          exit_worst_latency, exit_worst_total);
 }
@@ -683,6 +699,7 @@ int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "exit-thread") == 0) return child_exit_thread(argc, argv);
   if (argc > 1 && strcmp(argv[1], "exit-return") == 0) return child_exit_return(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "exit-pthread") == 0) return child_exit_pthread(argc, argv);
 
   const char *part = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
   int is_fork = strcmp(part, "fork") == 0;
