@@ -237,7 +237,15 @@ void *hak_realloc_impl(void *p, size_t size) {
     old = large_usable_size(p, v);
     if (old == 0) return NULL; /* invalid, already reported */
   }
-  void *n = front_malloc(size);
+  /* Growing a slab block: at least a quarter more than it had, so a
+   * buffer grown by small steps moves (and is copied) a bounded number of
+   * times per doubling even where classes are 16 bytes apart (the
+   * hysteresis tcmalloc's realloc uses too). */
+  size_t want = size;
+  if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old + old / 4 <= HAK_SMALL_MAX)
+    want = old + old / 4;
+  void *n = front_malloc(want);
+  if (n == NULL && want != size) n = front_malloc(size);
   if (n == NULL) return NULL;
   memcpy(n, p, old < size ? old : size);
   free_any(p, "realloc");
