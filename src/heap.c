@@ -183,6 +183,13 @@ static void ss_list_push_back(hak_heap_t *h, hak_superslab_t *ss) {
   ss->listed = 1;
 }
 
+/* Idle memory of h becomes due at `due`: the next purge must not wait
+ * longer. */
+static void heap_due(hak_heap_t *h, uint64_t due) {
+  if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
+    atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+}
+
 static void heap_dirty_add(hak_heap_t *h, size_t bytes, long sign) {
   size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
   d = sign > 0 ? d + bytes : d > bytes ? d - bytes : 0;
@@ -202,11 +209,9 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
     ss_list_remove(h, ss);
     ss_list_push_front(h, ss);
   }
-  heap_dirty_add(h, ((size_t)1 << ss->slab_shift) - ss_area_offset(s->index), 1);
+  heap_dirty_add(h, ss_slab_room(ss, s->index), 1);
   ss_slab_free(ss, s, now);
-  uint64_t due = now + hak_opt.purge_delay_ms;
-  if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
-    atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+  heap_due(h, now + hak_opt.purge_delay_ms);
   decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed));
 }
 
@@ -220,7 +225,7 @@ static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned c
   /* A warm (dirty) slab first: its pages are resident. */
   uint64_t warm = ss->free_mask & ss->dirty_mask;
   unsigned idx = (unsigned)__builtin_ctzll(warm ? warm : ss->free_mask);
-  if (warm) heap_dirty_add(h, ((size_t)1 << ss->slab_shift) - ss_area_offset(idx), -1);
+  if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   hak_slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
     ss_list_remove(h, ss);
@@ -235,9 +240,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
   size_t dirty = ss_dirty_bytes(ss);
   if (dirty) {
     heap_dirty_add(h, dirty, 1);
-    uint64_t due = ss->last_free_ms + hak_opt.purge_delay_ms;
-    if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
-      atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+    heap_due(h, ss->last_free_ms + hak_opt.purge_delay_ms);
   }
   ss_set_heap(ss, h);
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
@@ -284,8 +287,8 @@ static hak_slab_t *heap_new_slab_locked(hak_heap_t *h, unsigned cls) {
        * picks the preferred slab size, the descriptor has its own. */
       for (unsigned k = 0; k < SS_KINDS; k++) {
         ss = h->ss_head[k];
-        size_t area = ((size_t)1 << ss_kind_shift(k)) - (k == SS_KIND_BIG ? HAK_BIG_AREA_OFFSET : 0);
-        if (k != kind && ss != NULL && ss->free_mask != 0 && area >= (size_t)4 * sc_size[cls])
+        if (k != kind && ss != NULL && ss->free_mask != 0 &&
+            ss_slab_room(ss, (unsigned)__builtin_ctzll(ss->free_mask)) >= (size_t)4 * sc_size[cls])
           return heap_take_slab(h, ss, cls);
       }
       return NULL;

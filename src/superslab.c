@@ -69,7 +69,9 @@ static _Atomic int ss_abandon_pending;
 static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->magic = SS_MAGIC;
   ss->kind = (uint8_t)kind;
-  ss->slab_shift = (uint8_t)ss_kind_shift(kind);
+  ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
+                   : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
+                                            : HAK_BIG_SLAB_SHIFT;
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
 #if HAK_SECURE
@@ -285,7 +287,7 @@ hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintpt
   s->used = 0;
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);
-  size_t room = ((size_t)1 << ss->slab_shift) - off;
+  size_t room = ss_slab_room(ss, idx);
 #if HAK_SECURE
   if (ss->kind == SS_KIND_BIG) room -= HAK_PAGE_MAX; /* keep clear of the end guard */
   memset((uint8_t *)ss + SS_BITMAP_OFFSET + (size_t)idx * 64 * sizeof(uint64_t), 0, 64 * sizeof(uint64_t));

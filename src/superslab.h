@@ -111,11 +111,6 @@ HAK_INLINE void ss_set_heap(struct hak_superslab *ss, struct hak_heap *h) {
   __atomic_store_n(&ss->heap, h, __ATOMIC_RELEASE);
 }
 
-/* Slab size (as a shift) of a superslab kind. */
-HAK_INLINE unsigned ss_kind_shift(unsigned kind) {
-  return kind == SS_KIND_SMALL ? HAK_SMALL_SLAB_SHIFT : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT : HAK_BIG_SLAB_SHIFT;
-}
-
 HAK_INLINE hak_superslab_t *ss_of(const void *p) {
   return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
@@ -131,6 +126,10 @@ HAK_INLINE uint64_t ss_all_mask(const hak_superslab_t *ss) {
 }
 /* Where slab idx's blocks start: its base, or past the header in slab 0. */
 HAK_INLINE size_t ss_area_offset(unsigned idx) { return idx == 0 ? HAK_BIG_AREA_OFFSET : 0; }
+/* Bytes of slab idx's block area: what a free slab keeps resident. */
+HAK_INLINE size_t ss_slab_room(const hak_superslab_t *ss, unsigned idx) {
+  return ((size_t)1 << ss->slab_shift) - ss_area_offset(idx);
+}
 
 #if HAK_SECURE
 /* Allocation bitmap of each slab (bit set = block handed out), kept in the

@@ -176,7 +176,6 @@ static oscount_t os_counts(void)
 }
 
 /* An allocation phase: an intrusive list (no side table), every byte touched. */
-typedef struct node { struct node *next; } node_t;
 
 static node_t *phase_alloc(size_t total, size_t lo, size_t hi, unsigned nbig, size_t bigsz, uint64_t seed,
                            size_t *count)
@@ -208,14 +207,6 @@ static node_t *phase_alloc(size_t total, size_t lo, size_t hi, unsigned nbig, si
   return head;
 }
 
-static void phase_free(node_t *h)
-{
-  while (h) {
-    node_t *nx = h->next;
-    free(h);
-    h = nx;
-  }
-}
 
 /* Sleep `total` ms without any allocator call, sampling RSS every 5 ms;
  * *first gets the time (ms) at which RSS first was <= bound (-1: never). */
@@ -422,7 +413,7 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
   double t0 = now_ms();
   node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 8, 4 * MiB, seed, &n);
   size_t peak = rss_raw();
-  phase_free(h);
+  node_list_free(h);
   double tf = now_ms() - t0;
   double first;
   /* from here until idle_wait returns: no allocator call */
@@ -487,7 +478,7 @@ static size_t fork_phase(uint64_t seed, size_t *peak, double *first, size_t boun
 {
   node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 4, 4 * MiB, seed, NULL);
   *peak = rss_raw();
-  phase_free(h);
+  node_list_free(h);
   return idle_wait(10 * delay_ms(), bound, first);
 }
 
@@ -500,7 +491,7 @@ static void part_fork(void)
   for (unsigned f = 0; f < g_forks; f++) {
     /* a phase freed just now: in its decay window when we fork */
     node_t *pre = phase_alloc(64 * MiB, 16, 256 * KiB, 2, 4 * MiB, 300 + f, NULL);
-    phase_free(pre);
+    node_list_free(pre);
     if (f & 1) sleep_ms(delay_ms()); /* odd forks: the purge is due / under way */
     fflush(stdout);
     fflush(stderr);
@@ -584,7 +575,7 @@ static int child_exit_thread(int argc, char **argv)
   pthread_t t;
   CHECK(pthread_create(&t, NULL, exit_caller, NULL) == 0, "pthread_create");
   atomic_store(&exit_go, 1);
-  phase_free(h);
+  node_list_free(h);
   rng_t r;
   rng_seed(&r, 1);
   for (;;) {
@@ -606,7 +597,7 @@ static int child_exit_return(int argc, char **argv)
   int code = atoi(argv[3]);
   g_report_fd = atoi(argv[4]);
   node_t *h = phase_alloc(512 * MiB, 16, 256 * KiB, 8, 4 * MiB, 700 + ms, NULL);
-  phase_free(h);
+  node_list_free(h);
   if (ms) sleep_ms(ms);
   report_exit_time();
   return code;
@@ -621,7 +612,7 @@ static int child_exit_pthread(int argc, char **argv)
   unsigned ms = (unsigned)strtoul(argv[2], NULL, 10);
   g_report_fd = atoi(argv[4]);
   node_t *h = phase_alloc(256 * MiB, 16, 256 * KiB, 4, 4 * MiB, 800 + ms, NULL);
-  phase_free(h);
+  node_list_free(h);
   if (ms) sleep_ms(ms);
   report_exit_time();
   pthread_exit(NULL);

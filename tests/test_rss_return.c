@@ -81,7 +81,6 @@ static size_t g_bytes = (size_t)1 << 30;
 static unsigned g_rounds = 6;
 static int fails;
 
-typedef struct node { struct node *next; } node_t;
 
 /* allocate `total` bytes with sizes from gen; returns the list */
 static node_t *alloc_list(size_t total, size_t lo, size_t hi, uint64_t seed, size_t *count)
@@ -104,14 +103,6 @@ static node_t *alloc_list(size_t total, size_t lo, size_t hi, uint64_t seed, siz
   return head;
 }
 
-static void free_list(node_t *h)
-{
-  while (h) {
-    node_t *nx = h->next;
-    free(h);
-    h = nx;
-  }
-}
 
 static void verdict(const char *what, size_t before, size_t peak, size_t after, size_t slack)
 {
@@ -149,7 +140,7 @@ static void part_small(void)
   size_t before = rss_raw(), n;
   node_t *h = alloc_list(g_bytes, 64, 64, 1, &n);
   size_t peak = rss_raw();
-  free_list(h);
+  node_list_free(h);
   sleep_ms(idle_ms());
   size_t after = rss_raw(); /* no allocator call since the last free */
   printf("small:  %zu blocks of 64 B\n", n);
@@ -161,7 +152,7 @@ static void part_mixed(void)
   size_t before = rss_raw(), n;
   node_t *h = alloc_list(g_bytes, 16, 32768, 2, &n);
   size_t peak = rss_raw();
-  free_list(h);
+  node_list_free(h);
   sleep_ms(idle_ms());
   size_t after = rss_raw();
   printf("mixed:  %zu blocks of 16 B..32 KiB\n", n);
@@ -184,7 +175,7 @@ static void part_remote(void)
   CHECK(pthread_create(&t, NULL, remote_alloc, NULL) == 0, "pthread_create");
   pthread_join(t, NULL); /* the allocating thread has exited */
   size_t peak = rss_raw();
-  free_list(remote_list);
+  node_list_free(remote_list);
   sleep_ms(idle_ms());
   size_t after = rss_raw();
   printf("remote: %zu blocks of 16 B..1 KiB allocated by an exited thread, freed by main\n", remote_n);
@@ -196,7 +187,7 @@ static node_t *idle_list;
 static void *idle_free(void *arg)
 {
   (void)arg;
-  free_list(idle_list);
+  node_list_free(idle_list);
   return NULL;
 }
 
@@ -243,17 +234,17 @@ static void part_phases(void)
     size_t n, pk[3], af[3];
     node_t *h = alloc_list(g_bytes / 4, 16, 512, 10 + r, &n);
     pk[0] = rss_raw();
-    free_list(h);
+    node_list_free(h);
     sleep_ms(idle_ms());
     af[0] = rss_raw();
     h = alloc_list(g_bytes / 4, 1024, 1 << 20, 20 + r, &n);
     pk[1] = rss_raw();
-    free_list(h);
+    node_list_free(h);
     sleep_ms(idle_ms());
     af[1] = rss_raw();
     h = alloc_list(g_bytes / 4, 2 << 20, 24 << 20, 30 + r, &n);
     pk[2] = rss_raw();
-    free_list(h);
+    node_list_free(h);
     sleep_ms(idle_ms());
     af[2] = rss_raw();
     printf("phases: %5u %12.1f %11.1f %12.1f %12.1f %11.1f %11.1f\n", r, mib(pk[0]), mib(af[0]), mib(pk[1]),

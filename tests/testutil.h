@@ -44,6 +44,18 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
 /* hak_owns() on a pointer laundered through opaque_ptr (see check.h) */
 #define OWNS(p) hak_owns(opaque_ptr(p))
 
+/* ---- blocks chained through their first word (no side table to allocate) ---- */
+typedef struct node { struct node *next; } node_t;
+
+static inline void node_list_free(node_t *h)
+{
+  while (h) {
+    node_t *nx = h->next;
+    free(h);
+    h = nx;
+  }
+}
+
 /* ---- PRNG: xoshiro256** seeded by splitmix64 ---- */
 typedef struct { uint64_t s[4]; } rng_t;
 
