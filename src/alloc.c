@@ -4,6 +4,7 @@
 #include "alloc.h"
 #include "decay.h"
 #include "foreign.h"
+#include "report.h"
 #include "front.h"
 #include "heap.h"
 #include "init.h"
@@ -27,19 +28,19 @@ static void *prof_noted(void *p, size_t size) {
 
 static void *alloc_cold(size_t size) HAK_NOINLINE;
 
-/* Sizes above 1 KiB, or an empty current slab. hak_front.heap is set only
+/* Sizes above 1 KiB, or an empty current slab. heap_front.heap is set only
  * on an initialised thread with neither the libc bypass nor the profiler
  * on, so the mid-size path below needs no other check; everything else
  * (first call, bypass, profiling, large) goes to alloc_cold, whose first
  * statements are initialisation and the bypass. */
-void *hak_alloc_slow(size_t size) {
-  hak_heap_t *h = hak_front.heap;
+void *alloc_slow(size_t size) {
+  heap_t *h = heap_front.heap;
   if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) {
     HAK_STAT(ST_SLOW);
     HAK_STAT(ST_ALLOC);
     unsigned cls = sc_of(size);
-    hak_slab_t *s = h->cur[cls];
-    hak_block_t *b = s->free;
+    slab_t *s = h->cur[cls];
+    block_t *b = s->free;
     if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
     return heap_alloc_refill(h, cls);
   }
@@ -47,28 +48,28 @@ void *hak_alloc_slow(size_t size) {
 }
 
 static void *alloc_cold(size_t size) {
-  hak_ensure_init();
-  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_malloc(size);
+  init_ensure();
+  if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
   HAK_STAT(ST_SLOW);
   HAK_STAT(ST_ALLOC);
-  if (HAK_UNLIKELY(hak_opt.prof)) return prof_noted(alloc_any(size), size);
+  if (HAK_UNLIKELY(opt.prof)) return prof_noted(alloc_any(size), size);
   return alloc_any(size);
 }
 
 /* A block of class cls from the calling thread's heap (created on the
  * thread's first call). */
 static void *alloc_class(unsigned cls) {
-  hak_heap_t *h = hak_front.self;
+  heap_t *h = heap_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
-    if (hak_front.exited) return heap_exit_alloc(cls);
+    if (heap_front.exited) return heap_exit_alloc(cls);
     h = heap_thread_init();
     if (h == NULL) {
       errno = ENOMEM;
       return NULL;
     }
   }
-  hak_slab_t *s = h->cur[cls];
-  hak_block_t *b = s->free;
+  slab_t *s = h->cur[cls];
+  block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
 }
@@ -80,24 +81,24 @@ static void *alloc_any(size_t size) {
 }
 
 #if HAK_DEBUG || HAK_SECURE
-bool hak_check_free(hak_slab_t *s, void *p, bool local) {
+bool alloc_check_free(slab_t *s, void *p, bool local) {
   uint8_t *u = p;
   if (u < s->area || u >= s->area + (size_t)s->capacity * s->bsize ||
       (size_t)(u - s->area) % s->bsize != 0) {
-    hak_report("free", p, "invalid pointer");
+    report_error("free", p, "invalid pointer");
     return false;
   }
 #if HAK_SECURE
   (void)local; /* the bitmap is exact for everyone */
   if (!ss_secure_mark_free(s, p)) {
-    hak_report("free", p, "double free of");
+    report_error("free", p, "double free of");
     return false;
   }
 #else
   unsigned n = 0;
-  for (hak_block_t *b = local ? s->free : NULL; b != NULL && n < 4096; b = blk_next(b), n++)
+  for (block_t *b = local ? s->free : NULL; b != NULL && n < 4096; b = blk_next(b), n++)
     if (b == p) {
-      hak_report("free", p, "double free of");
+      report_error("free", p, "double free of");
       return false;
     }
 #endif
@@ -105,8 +106,8 @@ bool hak_check_free(hak_slab_t *s, void *p, bool local) {
 }
 #endif
 
-void hak_slab_emptied(hak_slab_t *s) {
-  heap_slab_emptied(hak_front.self, s);
+void alloc_slab_emptied(slab_t *s) {
+  heap_slab_emptied(heap_front.self, s);
   decay_poll();
 }
 
@@ -114,24 +115,24 @@ void hak_slab_emptied(hak_slab_t *s) {
  * Only fields fixed while the slab is in use are read (carved changes under
  * the owner); block-boundary checks need a division: the debug build does
  * them. */
-static bool slab_block_plausible(const hak_slab_t *s, uintptr_t owner, const void *p) {
+static bool slab_block_plausible(const slab_t *s, uintptr_t owner, const void *p) {
   const uint8_t *u = p;
   if (owner == OWNER_UNUSED) return false;
   return u >= s->area && u < s->area + (size_t)s->capacity * s->bsize;
 }
 
 static void free_small_slow(void *p, unsigned shift, const char *call) {
-  hak_slab_t *s = ss_slab_of(p, shift);
+  slab_t *s = ss_slab_of(p, shift);
   uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   if (HAK_UNLIKELY(!slab_block_plausible(s, owner, p))) {
-    hak_report(call, p, owner == OWNER_UNUSED ? "double free or invalid pointer" : "invalid pointer");
+    report_error(call, p, owner == OWNER_UNUSED ? "double free or invalid pointer" : "invalid pointer");
     return;
   }
-  hak_heap_t *h = hak_front.self;
+  heap_t *h = heap_front.self;
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
 #if HAK_DEBUG || HAK_SECURE
-  if (!hak_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid)) return;
+  if (!alloc_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid)) return;
 #endif
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
     heap_free_local(h, s, p, owner);
@@ -145,7 +146,7 @@ static void free_small_slow(void *p, unsigned shift, const char *call) {
 
 static void free_any(void *p, const char *call) {
   if (p == NULL) return;
-  if (HAK_UNLIKELY(hak_opt.prof)) prof_free(p);
+  if (HAK_UNLIKELY(opt.prof)) prof_free(p);
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT)
     free_small_slow(p, v, call);
@@ -155,28 +156,28 @@ static void free_any(void *p, const char *call) {
   } else if (foreign_owns(p))
     foreign_free(p); /* glibc's block (or the bypass): hand it back */
   else
-    hak_report_invalid(call, p);
+    report_invalid(call, p);
 }
 
-void hak_free_slow(void *p) { free_any(p, "free"); }
+void alloc_free_slow(void *p) { free_any(p, "free"); }
 
-void hak_free_sized_impl(void *p, size_t size) {
+void alloc_free_sized(void *p, size_t size) {
   if (!HAK_DEBUG) {
     (void)size;
     front_free(p);
     return;
   }
   if (p != NULL && ownmap_get(p) != OWN_NONE) {
-    size_t usable = hak_usable_size_impl(p);
+    size_t usable = alloc_usable_size(p);
     if (HAK_UNLIKELY(size > usable)) {
-      hak_report_invalid("free_sized (size larger than the block)", p);
+      report_invalid("free_sized (size larger than the block)", p);
       return;
     }
   }
   free_any(p, "free_sized");
 }
 
-void *hak_calloc_impl(size_t n, size_t size) {
+void *alloc_calloc(size_t n, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
     errno = ENOMEM;
@@ -187,26 +188,26 @@ void *hak_calloc_impl(size_t n, size_t size) {
     if (p != NULL) memset(p, 0, total);
     return p;
   }
-  hak_ensure_init();
-  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_calloc(n, size);
+  init_ensure();
+  if (HAK_UNLIKELY(opt.force_libc)) return foreign_calloc(n, size);
   bool zeroed = false;
   void *p = large_alloc(total, HAK_MIN_ALIGN, &zeroed);
   if (p != NULL && !zeroed) memset(p, 0, total);
-  if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, total);
+  if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, total);
   return p;
 }
 
-size_t hak_usable_size_impl(const void *p) {
+size_t alloc_usable_size(const void *p) {
   if (p == NULL) return 0;
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT) return ss_slab_of(p, v)->bsize;
   if (v != OWN_NONE) return large_usable_size(p, v);
   if (foreign_owns(p)) return foreign_usable_size((void *)p);
-  hak_report_invalid("malloc_usable_size", p);
+  report_invalid("malloc_usable_size", p);
   return 0;
 }
 
-void *hak_realloc_impl(void *p, size_t size) {
+void *alloc_realloc(void *p, size_t size) {
   if (p == NULL) return front_malloc(size);
   if (size == 0) {
     /* glibc's choice: free and return NULL. */
@@ -216,15 +217,15 @@ void *hak_realloc_impl(void *p, size_t size) {
   unsigned v = ownmap_get(p);
   if (v == OWN_NONE) {
     if (foreign_owns(p)) return foreign_realloc(p, size); /* glibc's block stays glibc's */
-    hak_report_invalid("realloc", p);
+    report_invalid("realloc", p);
     return NULL;
   }
   size_t old;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    hak_slab_t *s = ss_slab_of(p, v);
+    slab_t *s = ss_slab_of(p, v);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
     if (!slab_block_plausible(s, owner, p)) {
-      hak_report_invalid("realloc", p);
+      report_invalid("realloc", p);
       return NULL;
     }
     old = s->bsize;
@@ -252,19 +253,19 @@ void *hak_realloc_impl(void *p, size_t size) {
   return n;
 }
 
-void *hak_reallocarray_impl(void *p, size_t n, size_t size) {
+void *alloc_reallocarray(void *p, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_realloc_impl(p, total);
+  return alloc_realloc(p, total);
 }
 
-void *hak_aligned_impl(size_t align, size_t size) {
+void *alloc_aligned(size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return front_malloc(size);
-  hak_ensure_init();
-  if (HAK_UNLIKELY(hak_opt.force_libc)) return foreign_memalign(align, size);
+  init_ensure();
+  if (HAK_UNLIKELY(opt.force_libc)) return foreign_memalign(align, size);
   if (size <= HAK_SMALL_MAX && align <= HAK_SLAB_ALIGN_MAX) {
     /* Slab areas are aligned to 64 KiB (1 MiB for the classes above
      * 64 KiB), so a class whose block size is a multiple of align has every
@@ -274,50 +275,50 @@ void *hak_aligned_impl(size_t align, size_t size) {
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
     void *p = alloc_class(cls);
-    if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, sc_size[cls]);
+    if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, sc_size[cls]);
     return p;
   }
   void *p = large_alloc(size, align, NULL);
-  if (HAK_UNLIKELY(hak_opt.prof)) prof_alloc(p, size);
+  if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
   return p;
 }
 
-int hak_posix_memalign_impl(void **out, size_t align, size_t size) {
+int alloc_posix_memalign(void **out, size_t align, size_t size) {
   if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
   int saved = errno;
-  void *p = hak_aligned_impl(align, size);
+  void *p = alloc_aligned(align, size);
   errno = saved;
   if (p == NULL) return ENOMEM;
   *out = p;
   return 0;
 }
 
-void *hak_aligned_alloc_impl(size_t align, size_t size) {
+void *alloc_aligned_alloc(size_t align, size_t size) {
   if (align == 0 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
   }
-  return hak_aligned_impl(align, size);
+  return alloc_aligned(align, size);
 }
 
-void *hak_valloc_impl(size_t size) {
-  hak_ensure_init();
-  return hak_aligned_impl(os_page_size, size);
+void *alloc_valloc(size_t size) {
+  init_ensure();
+  return alloc_aligned(os_page_size, size);
 }
 
-void *hak_pvalloc_impl(size_t size) {
-  hak_ensure_init();
+void *alloc_pvalloc(size_t size) {
+  init_ensure();
   size_t page = os_page_size;
   if (size > SIZE_MAX - page) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_aligned_impl(page, size == 0 ? page : hak_align_up(size, page));
+  return alloc_aligned(page, size == 0 ? page : align_up(size, page));
 }
 
-void hak_collect_impl(bool force) {
-  hak_ensure_init();
-  if (hak_opt.force_libc) return;
+void alloc_collect(bool force) {
+  init_ensure();
+  if (opt.force_libc) return;
   heap_drain_self(); /* blocks other threads freed into ours can go too */
   decay_collect_all(force);
 }

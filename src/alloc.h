@@ -14,17 +14,17 @@
 
 #include "internal.h"
 
-void *hak_calloc_impl(size_t n, size_t size);
-void *hak_realloc_impl(void *p, size_t size);
-void *hak_reallocarray_impl(void *p, size_t n, size_t size);
+void *alloc_calloc(size_t n, size_t size);
+void *alloc_realloc(void *p, size_t size);
+void *alloc_reallocarray(void *p, size_t n, size_t size);
 /* align must be a power of two (callers validate). */
-void *hak_aligned_impl(size_t align, size_t size);
-int hak_posix_memalign_impl(void **out, size_t align, size_t size);
-void *hak_aligned_alloc_impl(size_t align, size_t size);
-void *hak_valloc_impl(size_t size);
-void *hak_pvalloc_impl(size_t size);
-size_t hak_usable_size_impl(const void *p);
-void hak_free_sized_impl(void *p, size_t size);
-void hak_collect_impl(bool force);
+void *alloc_aligned(size_t align, size_t size);
+int alloc_posix_memalign(void **out, size_t align, size_t size);
+void *alloc_aligned_alloc(size_t align, size_t size);
+void *alloc_valloc(size_t size);
+void *alloc_pvalloc(size_t size);
+size_t alloc_usable_size(const void *p);
+void alloc_free_sized(void *p, size_t size);
+void alloc_collect(bool force);
 
 #endif

@@ -19,28 +19,28 @@
 
 HAK_EXPORT void *hak_malloc(size_t size) { return front_malloc(size); }
 HAK_EXPORT void hak_free(void *p) { front_free(p); }
-HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return hak_calloc_impl(n, size); }
-HAK_EXPORT void *hak_realloc(void *p, size_t size) { return hak_realloc_impl(p, size); }
+HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return alloc_calloc(n, size); }
+HAK_EXPORT void *hak_realloc(void *p, size_t size) { return alloc_realloc(p, size); }
 HAK_EXPORT void *hak_reallocarray(void *p, size_t n, size_t size) {
-  return hak_reallocarray_impl(p, n, size);
+  return alloc_reallocarray(p, n, size);
 }
-HAK_EXPORT void hak_free_sized(void *p, size_t size) { hak_free_sized_impl(p, size); }
+HAK_EXPORT void hak_free_sized(void *p, size_t size) { alloc_free_sized(p, size); }
 HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;
-  hak_free_sized_impl(p, size);
+  alloc_free_sized(p, size);
 }
 HAK_EXPORT void *hak_aligned_alloc(size_t align, size_t size) {
-  return hak_aligned_alloc_impl(align, size);
+  return alloc_aligned_alloc(align, size);
 }
-HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return hak_aligned_alloc_impl(align, size); }
+HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return alloc_aligned_alloc(align, size); }
 HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t size) {
-  return hak_posix_memalign_impl(out, align, size);
+  return alloc_posix_memalign(out, align, size);
 }
-HAK_EXPORT void *hak_valloc(size_t size) { return hak_valloc_impl(size); }
-HAK_EXPORT void *hak_pvalloc(size_t size) { return hak_pvalloc_impl(size); }
-HAK_EXPORT size_t hak_usable_size(const void *p) { return hak_usable_size_impl(p); }
+HAK_EXPORT void *hak_valloc(size_t size) { return alloc_valloc(size); }
+HAK_EXPORT void *hak_pvalloc(size_t size) { return alloc_pvalloc(size); }
+HAK_EXPORT size_t hak_usable_size(const void *p) { return alloc_usable_size(p); }
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
-HAK_EXPORT void hak_collect(int force) { hak_collect_impl(force != 0); }
+HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
 
 #if HAK_DEBUG
 #define HAK_FLAVOUR " debug"
@@ -59,10 +59,10 @@ HAK_EXPORT const char *hak_version(void) { return HAK_STR_VERSION HAK_FLAVOUR; }
 #else
 #define HAK_COPY_ATTRS(target) copy(target),
 #endif
-extern __typeof__(hak_malloc) hak_internal_malloc __attribute__((alias("hak_malloc"), HAK_COPY_ATTRS(hak_malloc) used));
-extern __typeof__(hak_free) hak_internal_free __attribute__((alias("hak_free")));
-void *hak_internal_aligned(size_t align, size_t size);
-void *hak_internal_aligned(size_t align, size_t size) { return hak_aligned_impl(align, size); }
+extern __typeof__(hak_malloc) api_malloc __attribute__((alias("hak_malloc"), HAK_COPY_ATTRS(hak_malloc) used));
+extern __typeof__(hak_free) api_free __attribute__((alias("hak_free")));
+void *api_aligned(size_t align, size_t size);
+void *api_aligned(size_t align, size_t size) { return alloc_aligned(align, size); }
 
 #ifdef HAK_WITH_OVERRIDE
 /* The C library's names, as aliases of the functions above. */
@@ -85,7 +85,7 @@ HAK_ALIAS(cfree, hak_free);
 /* glibc's introspection calls, answered from hakmem's figures. */
 #include <malloc.h>
 /* A function, not an alias: glibc declares it without const. */
-HAK_EXPORT size_t malloc_usable_size(void *p) { return hak_usable_size_impl(p); }
+HAK_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p); }
 HAK_EXPORT void malloc_stats(void) { hak_stats_print(stderr); }
 
 HAK_EXPORT struct mallinfo2 mallinfo2(void) {
@@ -121,7 +121,7 @@ HAK_EXPORT int malloc_trim(size_t pad) {
   struct hak_stats before, after;
   before.size = after.size = sizeof before;
   hak_stats_get(&before);
-  hak_collect_impl(true);
+  alloc_collect(true);
   hak_stats_get(&after);
   return after.purged_bytes > before.purged_bytes || after.mapped_bytes < before.mapped_bytes;
 }

@@ -32,7 +32,7 @@ static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended;
 void decay_note_idle(size_t idle_bytes) {
   int st = atomic_load_explicit(&decay_want_start, memory_order_relaxed);
   if (st == 0) {
-    if (idle_bytes >= DECAY_BG_START_BYTES && hak_opt.background_thread) {
+    if (idle_bytes >= DECAY_BG_START_BYTES && opt.background_thread) {
       int expect = 0;
       atomic_compare_exchange_strong(&decay_want_start, &expect, 1);
     }

@@ -52,7 +52,7 @@ static bool foreign_has_blocks(void) {
 }
 
 bool foreign_owns(const void *p) {
-  if (hak_opt.force_libc) return true;
+  if (opt.force_libc) return true;
   uintptr_t a = (uintptr_t)p;
   if (a & 15 || a < 4096) return false; /* glibc chunks are 16-byte aligned */
   if (!foreign_has_blocks()) return false;
@@ -96,27 +96,4 @@ size_t foreign_usable_size(void *p) {
   if (p == NULL) return 0;
   if (next == NULL) next = (size_t(*)(void *))foreign_sym("malloc_usable_size");
   return next(p);
-}
-
-void hak_report(const char *call, const void *p, const char *what) {
-  if (hak_opt.on_error == HAK_ON_ERROR_IGNORE) return;
-  char buf[32];
-  os_fmt_hex(buf, (uintptr_t)p);
-  os_write_err("hakmem: ");
-  os_write_err(call);
-  os_write_err("(): ");
-  os_write_err(what);
-  os_write_err(" ");
-  os_write_err(buf);
-  os_write_err("\n");
-  if (hak_opt.on_error == HAK_ON_ERROR_ABORT) abort();
-}
-
-void hak_report_corruption(const void *p) {
-  char buf[32];
-  os_fmt_hex(buf, (uintptr_t)p);
-  os_write_err("hakmem: heap corruption detected at ");
-  os_write_err(buf);
-  os_write_err(" (free list overwritten: use after free or overflow)\n");
-  abort();
 }

@@ -1,11 +1,10 @@
 /*
- * foreign.h — memory that is not hakmem's, and reporting misuse.
+ * foreign.h — memory that is not hakmem's.
  *
  * Owns: forwarding to the allocator that was there before hakmem (glibc's
  * __libc_* entry points, or dlsym(RTLD_NEXT) where those are missing), used
- * by HAKMEM_FORCE_LIBC_ALLOC and for pointers hakmem does not own; and the
- * error report for invalid pointers. Promises: never allocates from hakmem;
- * reports are written with write(2), never stdio.
+ * by HAKMEM_FORCE_LIBC_ALLOC and for pointers hakmem does not own.
+ * Promises: never allocates from hakmem.
  * May call: os, options, the C library's allocator.
  */
 #ifndef HAK_FOREIGN_H
@@ -23,15 +22,5 @@ size_t foreign_usable_size(void *p);
  * bypass; otherwise only if glibc holds blocks at all and p's chunk header
  * is readable and well-formed. */
 bool foreign_owns(const void *p);
-
-/* "hakmem: <call>(): <what> 0x..." on stderr (no allocation), then what
- * HAKMEM_ON_ERROR says: abort (default), warn (go on, the call does
- * nothing) or ignore (not even the message). */
-void hak_report(const char *call, const void *p, const char *what);
-HAK_INLINE void hak_report_invalid(const char *call, const void *p) {
-  hak_report(call, p, "invalid pointer");
-}
-/* A free list was found corrupted (secure build): always aborts. */
-void hak_report_corruption(const void *p) __attribute__((noreturn));
 
 #endif

@@ -17,58 +17,58 @@
 #include "stats.h"
 #include "superslab.h"
 
-void *hak_alloc_slow(size_t size) HAK_NOINLINE;
-void hak_free_slow(void *p) HAK_NOINLINE;
-void hak_slab_emptied(hak_slab_t *s) HAK_NOINLINE;
+void *alloc_slow(size_t size) HAK_NOINLINE;
+void alloc_free_slow(void *p) HAK_NOINLINE;
+void alloc_slab_emptied(slab_t *s) HAK_NOINLINE;
 #if HAK_DEBUG || HAK_SECURE
 /* Every free in debug and secure builds: false (after reporting) if p is not
  * a live block of s. local: the caller owns s (only then may the debug
  * build walk its free list). */
-bool hak_check_free(hak_slab_t *s, void *p, bool local) HAK_NOINLINE;
+bool alloc_check_free(slab_t *s, void *p, bool local) HAK_NOINLINE;
 #endif
 
 HAK_INLINE void *front_malloc(size_t size) {
   /* Sizes above 1 KiB select the last bucket, which always holds the empty
    * sentinel: the size test costs no branch of its own. */
   size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
-  hak_slab_t *s = hak_front.direct[bucket];
-  hak_block_t *b = s->free;
+  slab_t *s = heap_front.direct[bucket];
+  block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) {
     HAK_STAT(ST_ALLOC);
     HAK_STAT_CLS(cls_alloc, s->cls);
     return slab_pop(s, b);
   }
-  return hak_alloc_slow(size);
+  return alloc_slow(size);
 }
 
 HAK_INLINE void front_free(void *p) {
   uintptr_t a = (uintptr_t)p;
   unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
-    hak_slab_t *s = ss_slab_of(p, shift);
+    slab_t *s = ss_slab_of(p, shift);
     if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID())) {
 #if HAK_DEBUG || HAK_SECURE
-      if (HAK_UNLIKELY(!hak_check_free(s, p, true))) return;
+      if (HAK_UNLIKELY(!alloc_check_free(s, p, true))) return;
 #endif
       HAK_STAT(ST_FREE);
       HAK_STAT_CLS(cls_free, s->cls);
-      hak_block_t *b = p;
-      hak_block_t *head = s->free;
+      block_t *b = p;
+      block_t *head = s->free;
       /* The cheap double-free check: freeing the block that is already at
        * the head of its free list (free(p); free(p);) would make the list
        * cyclic and hand the block out twice. One compare with a value the
        * push loads anyway. */
       if (HAK_UNLIKELY(b == head)) {
-        hak_free_slow(p);
+        alloc_free_slow(p);
         return;
       }
       blk_set_next(b, head);
       s->free = b;
-      if (HAK_UNLIKELY(--s->used == 0)) hak_slab_emptied(s);
+      if (HAK_UNLIKELY(--s->used == 0)) alloc_slab_emptied(s);
       return;
     }
   }
-  hak_free_slow(p);
+  alloc_free_slow(p);
 }
 
 #endif

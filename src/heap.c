@@ -5,7 +5,7 @@
  */
 #include "heap.h"
 #include "decay.h"
-#include "foreign.h"
+#include "report.h"
 #include "large.h"
 #include "options.h"
 #include "os.h"
@@ -19,19 +19,19 @@
 
 /* The sentinel every empty table entry points at: its free list is always
  * empty, so a lookup that finds it falls into the slow path with one test. */
-hak_slab_t hak_empty_slab = {.owner = OWNER_UNUSED};
+slab_t heap_empty_slab = {.owner = OWNER_UNUSED};
 
 #if !(defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__)))
-HAK_TLS char hak_tid_anchor; /* its address is the thread id (internal.h) */
+HAK_TLS char tls_tid_anchor; /* its address is the thread id (internal.h) */
 #endif
 
-HAK_TLS hak_front_t hak_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &hak_empty_slab},
+HAK_TLS heap_front_t heap_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &heap_empty_slab},
                                  .heap = NULL,
                                  .self = NULL};
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_heap_t *heap_pool;     /* heaps of exited threads */
-static hak_heap_t *heap_all;      /* every heap made; read without the lock */
+static heap_t *heap_pool;     /* heaps of exited threads */
+static heap_t *heap_all;      /* every heap made; read without the lock */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
 static size_t heap_chunk_left;
 static pthread_key_t heap_key;
@@ -40,9 +40,9 @@ static void heap_thread_exit(void *arg);
 
 void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
 
-static void heap_reset(hak_heap_t *h) {
+static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    h->cur[c] = &hak_empty_slab;
+    h->cur[c] = &heap_empty_slab;
     h->partial[c] = h->partial_tail[c] = NULL;
   }
   for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
@@ -52,14 +52,14 @@ static void heap_reset(hak_heap_t *h) {
   h->pool_next = NULL;
 }
 
-static hak_heap_t *heap_new(void) {
-  hak_heap_t *h = NULL;
+static heap_t *heap_new(void) {
+  heap_t *h = NULL;
   pthread_mutex_lock(&heap_pool_lock);
   if (heap_pool != NULL) {
     h = heap_pool;
     heap_pool = h->pool_next;
   } else {
-    size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
+    size_t sz = align_up(sizeof(heap_t), 64);
     if (heap_chunk_left < sz) {
       size_t chunk = 64 * 1024;
       uint8_t *c = os_map(chunk);
@@ -69,7 +69,7 @@ static hak_heap_t *heap_new(void) {
       }
     }
     if (heap_chunk_left >= sz) {
-      h = (hak_heap_t *)heap_chunk;
+      h = (heap_t *)heap_chunk;
       heap_chunk += sz;
       heap_chunk_left -= sz;
       pthread_mutex_init(&h->lock, NULL);
@@ -86,12 +86,12 @@ static hak_heap_t *heap_new(void) {
   return h;
 }
 
-hak_heap_t *heap_thread_init(void) {
-  hak_heap_t *h = heap_new();
+heap_t *heap_thread_init(void) {
+  heap_t *h = heap_new();
   if (h == NULL) return NULL;
-  h->tid = HAK_THREAD_ID() | (hak_opt.prof ? HAK_TID_PROF_BIT : 0);
-  hak_front.self = h;
-  hak_front.heap = hak_opt.prof ? NULL : h;
+  h->tid = HAK_THREAD_ID() | (opt.prof ? HAK_TID_PROF_BIT : 0);
+  heap_front.self = h;
+  heap_front.heap = opt.prof ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the
    * first 32 keys live inside the thread descriptor, so this never calls
    * malloc. */
@@ -101,18 +101,18 @@ hak_heap_t *heap_thread_init(void) {
 
 /* ---- slab lists ---------------------------------------------------------- */
 
-static void heap_set_current(hak_heap_t *h, unsigned cls, hak_slab_t *s) {
+static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
-  if (h != hak_front.heap) return;
-  for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) hak_front.direct[b] = s;
+  if (h != heap_front.heap) return;
+  for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
 }
 
 /* Partial lists are FIFO: a slab that stopped being full a moment ago has
  * one free block; by the time it reaches the head, frees have refilled
  * it, so a refill does not switch slabs after every other allocation. */
-static void partial_push(hak_heap_t *h, hak_slab_t *s) {
+static void partial_push(heap_t *h, slab_t *s) {
   unsigned c = s->cls;
   s->in_partial = 1;
   s->next = NULL;
@@ -124,7 +124,7 @@ static void partial_push(hak_heap_t *h, hak_slab_t *s) {
   h->partial_tail[c] = s;
 }
 
-static void partial_remove(hak_heap_t *h, hak_slab_t *s) {
+static void partial_remove(heap_t *h, slab_t *s) {
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -137,15 +137,15 @@ static void partial_remove(hak_heap_t *h, hak_slab_t *s) {
   s->in_partial = 0;
 }
 
-static hak_slab_t *partial_pop(hak_heap_t *h, unsigned cls) {
-  hak_slab_t *s = h->partial[cls];
+static slab_t *partial_pop(heap_t *h, unsigned cls) {
+  slab_t *s = h->partial[cls];
   if (s) partial_remove(h, s);
   return s;
 }
 
 /* ---- superslab lists ----------------------------------------------------- */
 
-static void ss_list_remove(hak_heap_t *h, hak_superslab_t *ss) {
+static void ss_list_remove(heap_t *h, superslab_t *ss) {
   unsigned k = ss->kind;
   if (ss->prev)
     ss->prev->next = ss->next;
@@ -159,7 +159,7 @@ static void ss_list_remove(hak_heap_t *h, hak_superslab_t *ss) {
   ss->listed = 0;
 }
 
-static void ss_list_push_front(hak_heap_t *h, hak_superslab_t *ss) {
+static void ss_list_push_front(heap_t *h, superslab_t *ss) {
   unsigned k = ss->kind;
   ss->prev = NULL;
   ss->next = h->ss_head[k];
@@ -171,7 +171,7 @@ static void ss_list_push_front(hak_heap_t *h, hak_superslab_t *ss) {
   ss->listed = 1;
 }
 
-static void ss_list_push_back(hak_heap_t *h, hak_superslab_t *ss) {
+static void ss_list_push_back(heap_t *h, superslab_t *ss) {
   unsigned k = ss->kind;
   ss->next = NULL;
   ss->prev = h->ss_tail[k];
@@ -185,12 +185,12 @@ static void ss_list_push_back(hak_heap_t *h, hak_superslab_t *ss) {
 
 /* Idle memory of h becomes due at `due`: the next purge must not wait
  * longer. */
-static void heap_due(hak_heap_t *h, uint64_t due) {
+static void heap_due(heap_t *h, uint64_t due) {
   if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
     atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
 }
 
-static void heap_dirty_add(hak_heap_t *h, size_t bytes, long sign) {
+static void heap_dirty_add(heap_t *h, size_t bytes, long sign) {
   size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
   d = sign > 0 ? d + bytes : d > bytes ? d - bytes : 0;
   atomic_store_explicit(&h->dirty_bytes, d, memory_order_relaxed);
@@ -201,8 +201,8 @@ static void heap_dirty_add(hak_heap_t *h, size_t bytes, long sign) {
  * purge decommits it only once it has been idle for the purge delay —
  * never because of how much was freed (that would fault the same pages
  * back in on the next allocation). Under h->lock. */
-static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
-  hak_superslab_t *ss = ss_of_slab(s);
+static void heap_release_slab(heap_t *h, slab_t *s) {
+  superslab_t *ss = ss_of_slab(s);
   uint64_t now = os_now_ms();
   if (ss->free_mask == 0 && ss->listed) {
     /* It had no free slab, so it sat behind the ones that do. */
@@ -211,22 +211,22 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s) {
   }
   heap_dirty_add(h, ss_slab_room(ss, s->index), 1);
   ss_slab_free(ss, s, now);
-  heap_due(h, now + hak_opt.purge_delay_ms);
+  heap_due(h, now + opt.purge_delay_ms);
   decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed));
 }
 
-static void heap_release_slab_locked(hak_heap_t *h, hak_slab_t *s) {
+static void heap_release_slab_locked(heap_t *h, slab_t *s) {
   pthread_mutex_lock(&h->lock);
   heap_release_slab(h, s);
   pthread_mutex_unlock(&h->lock);
 }
 
-static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned cls) {
+static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   /* A warm (dirty) slab first: its pages are resident. */
   uint64_t warm = ss->free_mask & ss->dirty_mask;
   unsigned idx = (unsigned)__builtin_ctzll(warm ? warm : ss->free_mask);
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
-  hak_slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
+  slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
     ss_list_remove(h, ss);
     ss_list_push_back(h, ss);
@@ -236,16 +236,16 @@ static hak_slab_t *heap_take_slab(hak_heap_t *h, hak_superslab_t *ss, unsigned c
 
 /* Take over a superslab whose thread exited: collect what other threads
  * freed into it and sort its slabs into h's lists. Under h->lock. */
-static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
+static void heap_adopt(heap_t *h, superslab_t *ss) {
   size_t dirty = ss_dirty_bytes(ss);
   if (dirty) {
     heap_dirty_add(h, dirty, 1);
-    heap_due(h, ss->last_free_ms + hak_opt.purge_delay_ms);
+    heap_due(h, ss->last_free_ms + opt.purge_delay_ms);
   }
   ss_set_heap(ss, h);
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
-    hak_slab_t *s = &ss->slabs[i];
+    slab_t *s = &ss->slabs[i];
     /* Strip the full mark too: the slab starts its new life unmarked. */
     remote_clear_mark(s);
     s->in_partial = 0;
@@ -266,17 +266,17 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss) {
     ss_list_push_back(h, ss);
 }
 
-static size_t heap_purge(hak_heap_t *h, uint64_t now, bool force);
+static size_t heap_purge(heap_t *h, uint64_t now, bool force);
 
 /* Under h->lock. */
-static hak_slab_t *heap_new_slab_locked(hak_heap_t *h, unsigned cls) {
+static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
-    hak_superslab_t *ss = h->ss_head[kind];
+    superslab_t *ss = h->ss_head[kind];
     if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
-      hak_slab_t *p = partial_pop(h, cls);
+      slab_t *p = partial_pop(h, cls);
       if (p != NULL) return p;
       continue;
     }
@@ -299,10 +299,10 @@ static hak_slab_t *heap_new_slab_locked(hak_heap_t *h, unsigned cls) {
   }
 }
 
-static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
+static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
   for (int retried = 0;; retried = 1) {
     pthread_mutex_lock(&h->lock);
-    hak_slab_t *s = heap_new_slab_locked(h, cls);
+    slab_t *s = heap_new_slab_locked(h, cls);
     pthread_mutex_unlock(&h->lock);
     if (s != NULL || retried) return s;
     /* Out of memory (or address space, under RLIMIT_AS): give back
@@ -313,15 +313,15 @@ static hak_slab_t *heap_new_slab(hak_heap_t *h, unsigned cls) {
 
 /* ---- freeing on the owner's slow side ------------------------------------ */
 
-void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s) {
+void heap_slab_emptied(heap_t *h, slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
   if (s->in_partial) partial_remove(h, s);
   heap_release_slab_locked(h, s);
 }
 
-void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner) {
+void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   if (HAK_UNLIKELY(b == s->free)) { /* the cheap double-free check */
-    hak_report("free", b, "double free of");
+    report_error("free", b, "double free of");
     return;
   }
   blk_set_next(b, s->free);
@@ -339,11 +339,11 @@ void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t own
 }
 
 /* Blocks other threads freed into our full slabs. */
-static void heap_drain_delayed(hak_heap_t *h, bool close) {
-  hak_block_t *b = remote_delayed_take(h, close);
+static void heap_drain_delayed(heap_t *h, bool close) {
+  block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
-    hak_block_t *next = blk_next(b);
-    hak_slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
+    block_t *next = blk_next(b);
+    slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if ((owner & ~OWNER_FULL) == h->tid)
       heap_free_local(h, s, b, owner);
@@ -358,13 +358,13 @@ static void heap_drain_delayed(hak_heap_t *h, bool close) {
 /* Decommit h's free slabs idle for the purge delay and release its wholly
  * free superslabs idle that long (everything idle if force). Under h->lock.
  * Returns the bytes decommitted. */
-static size_t heap_purge(hak_heap_t *h, uint64_t now, bool force) {
-  uint64_t delay = hak_opt.purge_delay_ms, next = UINT64_MAX;
+static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
+  uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
   size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    hak_superslab_t *ss = h->ss_head[k];
+    superslab_t *ss = h->ss_head[k];
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
-      hak_superslab_t *next_ss = ss->next;
+      superslab_t *next_ss = ss->next;
       bool idle = force || now - ss->last_free_ms >= delay;
       if (ss->free_mask == ss_all_mask(ss) && idle) {
         size_t d = ss_dirty_bytes(ss);
@@ -389,7 +389,7 @@ static size_t heap_purge(hak_heap_t *h, uint64_t now, bool force) {
 
 /* Cheap housekeeping on every refill: drain the delayed list; every 16th
  * call look at the clock and purge what has been idle long enough. */
-static void heap_maintain(hak_heap_t *h) {
+static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if ((++h->tick & 15) == 0 &&
       atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
@@ -403,13 +403,13 @@ static void heap_maintain(hak_heap_t *h) {
 }
 
 void heap_drain_self(void) {
-  hak_heap_t *self = hak_front.self;
+  heap_t *self = heap_front.self;
   if (self != NULL) heap_drain_delayed(self, false);
 }
 
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
   size_t purged = 0;
-  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
     if (h->dead || (!force && due > now)) {
       if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
@@ -432,7 +432,7 @@ size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_du
 
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
   size_t b = 0, m = 0, n = 0;
-  for (hak_heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
     b += d;
     m = d > m ? d : m;
@@ -443,14 +443,14 @@ size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
   return b;
 }
 
-void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2) {
-  for (hak_heap_t *h = heap_all; h != NULL; h = h->all_next) {
+void heap_fork_child(const heap_t *keep, const heap_t *keep2) {
+  for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
      * held by a thread that does not exist here. */
     pthread_mutex_init(&h->lock, NULL);
     bool pooled = false;
-    for (hak_heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
+    for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) h->dead = true;
     for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
@@ -460,19 +460,19 @@ void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2) {
 
 /* ---- refill -------------------------------------------------------------- */
 
-void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
+void *heap_alloc_refill(heap_t *h, unsigned cls) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
-  hak_slab_t *s = h->cur[cls];
+  slab_t *s = h->cur[cls];
   for (;;) {
-    if (s != &hak_empty_slab) {
+    if (s != &heap_empty_slab) {
       if (s->free == NULL) {
         if (s->carved < s->capacity) {
           ss_slab_carve(s);
         } else if (remote_collect(s) == 0) {
           /* Exhausted: it leaves the current position marked full, and
            * comes back through a free (local, delayed or at adoption). */
-          if (remote_mark_full(s, h)) s = &hak_empty_slab;
+          if (remote_mark_full(s, h)) s = &heap_empty_slab;
           continue;
         }
       }
@@ -484,7 +484,7 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
     } else {
       s = heap_new_slab(h, cls);
       if (s == NULL) {
-        heap_set_current(h, cls, &hak_empty_slab);
+        heap_set_current(h, cls, &heap_empty_slab);
         errno = ENOMEM;
         return NULL;
       }
@@ -493,7 +493,7 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  hak_block_t *b = slab_pop(s, s->free);
+  block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
    * exit heap, whose lock is held here (pthread_create allocates). */
   if (!(h->tid & HAK_TID_EXIT_BIT)) decay_poll();
@@ -502,14 +502,14 @@ void *heap_alloc_refill(hak_heap_t *h, unsigned cls) {
 
 /* ---- thread exit --------------------------------------------------------- */
 
-static void heap_abandon_all(hak_heap_t *h) {
+static void heap_abandon_all(heap_t *h) {
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    hak_superslab_t *ss = h->ss_head[k];
+    superslab_t *ss = h->ss_head[k];
     while (ss != NULL) {
-      hak_superslab_t *next = ss->next;
+      superslab_t *next = ss->next;
       for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
         if (ss->free_mask & ((uint64_t)1 << i)) continue;
-        hak_slab_t *s = &ss->slabs[i];
+        slab_t *s = &ss->slabs[i];
         remote_clear_mark(s);
         remote_collect(s);
         s->in_partial = 0;
@@ -532,14 +532,14 @@ static void heap_abandon_all(hak_heap_t *h) {
 }
 
 static void heap_thread_exit(void *arg) {
-  hak_heap_t *h = arg;
-  if (h == NULL || hak_front.self != h) return;
+  heap_t *h = arg;
+  if (h == NULL || heap_front.self != h) return;
   heap_drain_delayed(h, true);
   stats_thread_merge();
-  for (unsigned b = 0; b < HAK_DIRECT_N; b++) hak_front.direct[b] = &hak_empty_slab;
-  hak_front.heap = NULL;
-  hak_front.self = NULL;
-  hak_front.exited = true;
+  for (unsigned b = 0; b < HAK_DIRECT_N; b++) heap_front.direct[b] = &heap_empty_slab;
+  heap_front.heap = NULL;
+  heap_front.self = NULL;
+  heap_front.exited = true;
   pthread_mutex_lock(&h->lock);
   heap_abandon_all(h);
   heap_reset(h);
@@ -552,9 +552,9 @@ static void heap_thread_exit(void *arg) {
 }
 
 static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_heap_t *heap_exit_heap;
+static heap_t *heap_exit_heap;
 
-hak_heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
+heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
 
 void *heap_exit_alloc(unsigned cls) {
   pthread_mutex_lock(&heap_exit_lock);
@@ -562,13 +562,13 @@ void *heap_exit_alloc(unsigned cls) {
     heap_exit_heap = heap_new();
     if (heap_exit_heap != NULL) heap_exit_heap->tid = (uintptr_t)heap_exit_heap | HAK_TID_EXIT_BIT;
   }
-  hak_heap_t *h = heap_exit_heap;
+  heap_t *h = heap_exit_heap;
   void *p = NULL;
   if (h != NULL) {
-    hak_front.self = h; /* for the refill path's "is it mine" checks */
-    hak_slab_t *s = h->cur[cls];
+    heap_front.self = h; /* for the refill path's "is it mine" checks */
+    slab_t *s = h->cur[cls];
     p = s->free != NULL ? slab_pop(s, s->free) : heap_alloc_refill(h, cls);
-    hak_front.self = NULL;
+    heap_front.self = NULL;
   }
   pthread_mutex_unlock(&heap_exit_lock);
   if (p == NULL) errno = ENOMEM;

@@ -1,7 +1,7 @@
 /*
  * heap.h — the per-thread heap and its thread-local front.
  *
- * Owns: hak_front (initial-exec TLS: the direct table malloc's fast path
+ * Owns: heap_front (initial-exec TLS: the direct table malloc's fast path
  * reads; free's fast path compares a slab's owner with the thread id);
  * the heap structs (pooled, never unmapped, so a stale pointer held
  * by a remote freer stays valid); each heap's current slab per class, partial
@@ -24,57 +24,57 @@
 
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
 
-typedef struct hak_heap {
+typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
-  hak_slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
-  hak_slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class, oldest first */
-  hak_slab_t *partial_tail[HAK_NCLASS];
+  slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
+  slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class, oldest first */
+  slab_t *partial_tail[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the
    * purge thread only tries it. */
   pthread_mutex_t lock;
-  hak_superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
-  hak_superslab_t *ss_tail[SS_KINDS];
+  superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
+  superslab_t *ss_tail[SS_KINDS];
   _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
   uint32_t tick;
   bool dead;                         /* fork child: belonged to a thread that is gone */
-  struct hak_heap *pool_next;
-  struct hak_heap *all_next;         /* every heap ever made (never freed) */
-} hak_heap_t;
+  struct heap *pool_next;
+  struct heap *all_next;         /* every heap ever made (never freed) */
+} heap_t;
 
-typedef struct hak_front {
-  hak_slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &hak_empty_slab when none */
-  hak_heap_t *heap;                 /* the heap malloc's fast paths serve (else NULL) */
-  hak_heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
+typedef struct heap_front {
+  slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &heap_empty_slab when none */
+  heap_t *heap;                 /* the heap malloc's fast paths serve (else NULL) */
+  heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
   bool exited;                      /* the thread's heap has been torn down */
-} hak_front_t;
+} heap_front_t;
 /* heap and self differ only while heap profiling is on: then heap stays NULL,
  * direct[] empty and the heap's owner tag unequal to the thread id, so every
  * call reaches the cold paths that sample. free's fast path compares a
  * slab's owner with HAK_THREAD_ID(). */
 
-extern HAK_TLS hak_front_t hak_front;
-extern hak_slab_t hak_empty_slab;
+extern HAK_TLS heap_front_t heap_front;
+extern slab_t heap_empty_slab;
 
 void heap_process_init(void);
-hak_heap_t *heap_thread_init(void);
+heap_t *heap_thread_init(void);
 /* A block of class cls for a thread whose heap is already torn down
  * (allocations from other libraries' thread-exit destructors): served from
  * one shared heap under a mutex, so no per-thread heap is re-created and
  * leaked after the last destructor round. */
 void *heap_exit_alloc(unsigned cls);
 /* The shared exit heap (NULL until first used); not a thread's heap. */
-hak_heap_t *heap_shared_exit_heap(void);
+heap_t *heap_shared_exit_heap(void);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
-void *heap_alloc_refill(hak_heap_t *h, unsigned cls);
+void *heap_alloc_refill(heap_t *h, unsigned cls);
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. */
-void heap_free_local(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, uintptr_t owner);
+void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
 /* The fast path emptied a (non-full) slab of h. */
-void heap_slab_emptied(hak_heap_t *h, hak_slab_t *s);
+void heap_slab_emptied(heap_t *h, slab_t *s);
 /* Purge what has been idle for the purge delay (everything idle if
  * force) in every heap; blocking: wait for each heap's lock, else skip
  * a heap whose owner holds it. Returns the bytes decommitted; *next_due
@@ -88,7 +88,7 @@ void heap_drain_self(void);
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
-void heap_fork_child(const hak_heap_t *keep, const hak_heap_t *keep2);
+void heap_fork_child(const heap_t *keep, const heap_t *keep2);
 
 void heap_lock_all(void);
 void heap_unlock_all(void);

@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-_Atomic int hak_init_state;
+_Atomic int init_state;
 
 /* fork: hold every global lock across the fork so the child inherits
  * consistent lists, then release them on both sides. In the child only the
@@ -24,49 +24,49 @@ _Atomic int hak_init_state;
  * the other threads are abandoned in the child, as if those threads had
  * exited: blocks freed there go to the slabs' remote lists, and the
  * child's threads adopt the memory. */
-static void hak_fork_prepare(void) {
+static void init_fork_prepare(void) {
   decay_fork_prepare(); /* no purge pass runs across the fork */
   heap_lock_all();
   ss_lock_all();
   large_lock_all();
   decay_fork_prepare_last();
 }
-static void hak_fork_unlock(void) {
+static void init_fork_unlock(void) {
   large_unlock_all();
   ss_unlock_all();
   heap_unlock_all();
 }
-static void hak_fork_parent(void) {
-  hak_fork_unlock();
+static void init_fork_parent(void) {
+  init_fork_unlock();
   decay_fork_parent();
 }
-static void hak_fork_child(void) {
+static void init_fork_child(void) {
   /* Keep the forking thread's heap and the shared exit heap. */
-  ss_fork_child_abandon(hak_front.self, heap_shared_exit_heap());
-  heap_fork_child(hak_front.self, heap_shared_exit_heap());
-  hak_fork_unlock();
+  ss_fork_child_abandon(heap_front.self, heap_shared_exit_heap());
+  heap_fork_child(heap_front.self, heap_shared_exit_heap());
+  init_fork_unlock();
   decay_fork_child();
 }
 
-void hak_process_init_slow(void) {
+void init_process_slow(void) {
   int expect = 0;
-  if (atomic_compare_exchange_strong(&hak_init_state, &expect, 1)) {
+  if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
     os_init();
 #if HAK_SECURE
-    if (!os_random(&hak_link_key, sizeof hak_link_key)) hak_link_key = (uintptr_t)os_now_ms() * 0x9E3779B97F4A7C15ull;
-    hak_link_key |= 1;
+    if (!os_random(&ss_link_key, sizeof ss_link_key)) ss_link_key = (uintptr_t)os_now_ms() * 0x9E3779B97F4A7C15ull;
+    ss_link_key |= 1;
 #endif
     options_init();
     sc_init();
     prof_init();
     stats_init();
     heap_process_init();
-    atomic_store_explicit(&hak_init_state, 2, memory_order_release);
+    atomic_store_explicit(&init_state, 2, memory_order_release);
     /* pthread_atfork may allocate: only now, when malloc works. */
-    if (!hak_opt.force_libc) pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
+    if (!opt.force_libc) pthread_atfork(init_fork_prepare, init_fork_parent, init_fork_child);
     return;
   }
   /* Another thread is initialising; it never allocates while doing so, so
    * this cannot be our own recursion. */
-  while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
+  while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
 }

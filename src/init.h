@@ -14,13 +14,13 @@
 
 #include "internal.h"
 
-extern _Atomic int hak_init_state; /* 0 none, 1 running, 2 ready */
+extern _Atomic int init_state; /* 0 none, 1 running, 2 ready */
 
-void hak_process_init_slow(void);
+void init_process_slow(void);
 
-HAK_INLINE void hak_ensure_init(void) {
-  if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2))
-    hak_process_init_slow();
+HAK_INLINE void init_ensure(void) {
+  if (HAK_UNLIKELY(atomic_load_explicit(&init_state, memory_order_acquire) != 2))
+    init_process_slow();
 }
 
 #endif

@@ -64,8 +64,8 @@
 
 #if defined(HAKMEM_DEBUG) && HAKMEM_DEBUG
 #define HAK_DEBUG 1
-void hak_assert_fail(const char *expr, const char *file, int line);
-#define HAK_ASSERT(e) ((e) ? (void)0 : hak_assert_fail(#e, __FILE__, __LINE__))
+void os_assert_fail(const char *expr, const char *file, int line);
+#define HAK_ASSERT(e) ((e) ? (void)0 : os_assert_fail(#e, __FILE__, __LINE__))
 #else
 #define HAK_DEBUG 0
 #define HAK_ASSERT(e) ((void)0)
@@ -82,8 +82,8 @@ void hak_assert_fail(const char *expr, const char *file, int line);
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__))
 #define HAK_THREAD_ID() ((uintptr_t)__builtin_thread_pointer())
 #else
-extern __thread char hak_tid_anchor __attribute__((tls_model("initial-exec")));
-#define HAK_THREAD_ID() ((uintptr_t)&hak_tid_anchor)
+extern __thread char tls_tid_anchor __attribute__((tls_model("initial-exec")));
+#define HAK_THREAD_ID() ((uintptr_t)&tls_tid_anchor)
 #endif
 /* Owner tags that no thread id can equal (user addresses stay below 2^62):
  * the profiler's heaps (the fast path must never match) and the shared
@@ -91,6 +91,6 @@ extern __thread char hak_tid_anchor __attribute__((tls_model("initial-exec")));
 #define HAK_TID_PROF_BIT ((uintptr_t)1 << 63)
 #define HAK_TID_EXIT_BIT ((uintptr_t)1 << 62)
 
-HAK_INLINE size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+HAK_INLINE size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 #endif

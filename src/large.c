@@ -10,7 +10,7 @@
  */
 #include "large.h"
 #include "decay.h"
-#include "foreign.h"
+#include "report.h"
 #include "options.h"
 #include "os.h"
 #include "ownmap.h"
@@ -176,7 +176,7 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
  * wholly free and clean, keeping one. Under large_lock. Lowers *next to
  * when the next dirty span becomes due. */
 static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
-  uint64_t delay = hak_opt.purge_delay_ms;
+  uint64_t delay = opt.purge_delay_ms;
   large_arena_t **link = &large_arenas;
   while (*link != NULL) {
     large_arena_t *a = *link;
@@ -277,7 +277,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   }
   /* At least one usable byte, so that usable size 0 always means "not a
    * valid large block" (realloc relies on it). */
-  size_t need = hak_align_up(off + (size ? size : 1), page);
+  size_t need = align_up(off + (size ? size : 1), page);
   if (off <= ARENA_GRAN && need <= ARENA_BLOCK_MAX) {
     uint32_t grans = (uint32_t)((need + ARENA_GRAN - 1) >> ARENA_GRAN_SHIFT);
     large_arena_t *arena = NULL;
@@ -338,7 +338,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
  * Lowers *next (if not NULL) to when the next one becomes due. */
 static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t *drop, uint64_t *next) {
   unsigned nd = 0;
-  uint64_t delay = hak_opt.purge_delay_ms;
+  uint64_t delay = opt.purge_delay_ms;
   for (unsigned i = 0; i < large_cache_n;) {
     if (force || now - large_cache[i].freed_ms >= delay) {
       drop[nd++] = large_cache[i];
@@ -358,7 +358,7 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
   unsigned nd = 0;
   uint64_t next = UINT64_MAX;
   pthread_mutex_lock(&large_lock);
-  large_next_purge_ms = now_ms + hak_opt.purge_delay_ms;
+  large_next_purge_ms = now_ms + opt.purge_delay_ms;
   arena_purge_locked(now_ms, force, &next);
   nd = large_cache_expire_locked(now_ms, force, drop, &next);
   pthread_mutex_unlock(&large_lock);
@@ -371,7 +371,7 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
 
 void large_free(void *p, unsigned v, const char *call) {
   if (!large_valid(p, v)) {
-    hak_report_invalid(call, p);
+    report_invalid(call, p);
     return;
   }
   large_hdr_t *h = large_hdr_of(p);
@@ -397,7 +397,7 @@ void large_free(void *p, unsigned v, const char *call) {
   ownmap_set(p, OWN_NONE);
   large_slot_t drop[LARGE_CACHE_SLOTS + 1];
   unsigned nd = 0;
-  size_t budget = hak_opt.large_cache_bytes;
+  size_t budget = opt.large_cache_bytes;
   if (size <= budget) {
     pthread_mutex_lock(&large_lock);
     /* Expire idle entries, then evict the oldest until the new one fits. */
@@ -425,13 +425,13 @@ void large_free(void *p, unsigned v, const char *call) {
 
 void *large_realloc(void *p, unsigned v, size_t size) {
   if (!large_valid(p, v)) {
-    hak_report_invalid("realloc", p);
+    report_invalid("realloc", p);
     return NULL;
   }
   large_hdr_t *h = large_hdr_of(p);
   size_t off = h->off;
   if (size > (size_t)PTRDIFF_MAX - off - os_page_size) return NULL;
-  size_t need = hak_align_up(off + size, os_page_size);
+  size_t need = align_up(off + size, os_page_size);
   if (h->arena != NULL) {
     if (size <= HAK_SMALL_MAX) return NULL; /* a size class serves it better */
     large_arena_t *a = h->arena;

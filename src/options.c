@@ -1,7 +1,7 @@
 /*
  * options.c — the HAKMEM_* option table and its one-time parse (see
- * options.h). Adding an option: a field in hak_options_t, a default in
- * hak_opt, a row in opt_table; then regenerate docs/options.md
+ * options.h). Adding an option: a field in options_t, a default in
+ * opt, a row in opt_table; then regenerate docs/options.md
  * (build/tools/hakmem_options_doc > docs/options.md).
  */
 #include "options.h"
@@ -11,7 +11,7 @@
 
 extern char **environ;
 
-hak_options_t hak_opt = {
+options_t opt = {
     .force_libc = false,
     .purge_delay_ms = 100,
     .background_thread = true,
@@ -42,51 +42,51 @@ typedef struct opt_desc {
 } opt_desc_t;
 
 static const opt_desc_t opt_table[] = {
-    {"FORCE_LIBC_ALLOC", OPT_BOOL, &hak_opt.force_libc, NULL, 0, 0, "0",
+    {"FORCE_LIBC_ALLOC", OPT_BOOL, &opt.force_libc, NULL, 0, 0, "0",
      "Forward every allocation call to the C library's allocator (same-binary A/B comparison). "
      "Checked before hakmem touches any of its own state."},
-    {"PROFILE", OPT_CHOICE, &hak_opt.profile, "balanced|fast|lowmem", 0, 0, "balanced",
+    {"PROFILE", OPT_CHOICE, &opt.profile, "balanced|fast|lowmem", 0, 0, "balanced",
      "Preset of the options below, applied first; variables set explicitly override it. "
      "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32. "
      "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never."},
-    {"PURGE_DELAY_MS", OPT_UINT, &hak_opt.purge_delay_ms, NULL, 0, 3600000, "100",
+    {"PURGE_DELAY_MS", OPT_UINT, &opt.purge_delay_ms, NULL, 0, 3600000, "100",
      "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "
      "committed (reused warm, with no page fault) before it is returned to the OS "
      "(madvise/munmap). Memory goes back by time only, never because of how much was freed; "
      "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once."},
-    {"BACKGROUND_THREAD", OPT_BOOL, &hak_opt.background_thread, NULL, 0, 0, "1",
+    {"BACKGROUND_THREAD", OPT_BOOL, &opt.background_thread, NULL, 0, 0, "1",
      "A background thread that purges idle memory once PURGE_DELAY_MS has passed, so a program "
      "that frees a lot and then makes no allocator call still gives it back. Started only the "
      "first time 4 MiB or more is idle in one place (small programs never get one); it sleeps "
      "without waking while nothing is idle, and stops at exit. 0: idle memory is purged only "
      "by allocator calls (refills, frees) and by `hak_collect`/`malloc_trim`."},
-    {"ON_ERROR", OPT_CHOICE, &hak_opt.on_error, "abort|warn|ignore", 0, 0, "abort",
+    {"ON_ERROR", OPT_CHOICE, &opt.on_error, "abort|warn|ignore", 0, 0, "abort",
      "After an invalid or double free is reported: abort, warn (report and go on, the call does "
      "nothing) or ignore (no report)."},
-    {"LARGE_CACHE", OPT_SIZE, &hak_opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "256M",
+    {"LARGE_CACHE", OPT_SIZE, &opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "256M",
      "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "
      "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "
      "fresh ones in."},
-    {"REFILL_BYTES", OPT_SIZE, &hak_opt.refill_bytes, NULL, 256, (uint64_t)1 << 20, "4K",
+    {"REFILL_BYTES", OPT_SIZE, &opt.refill_bytes, NULL, 256, (uint64_t)1 << 20, "4K",
      "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "
      "refill: larger means fewer slow-path calls, more memory touched ahead of use."},
-    {"SS_CACHE", OPT_UINT, &hak_opt.ss_cache, NULL, 0, 1024, "8",
+    {"SS_CACHE", OPT_UINT, &opt.ss_cache, NULL, 0, 1024, "8",
      "Empty 4 MiB superslabs kept (decommitted) for reuse instead of unmapped."},
-    {"THP", OPT_CHOICE, &hak_opt.thp, "default|always|never", 0, 0, "default",
+    {"THP", OPT_CHOICE, &opt.thp, "default|always|never", 0, 0, "default",
      "Transparent huge pages for superslabs and arenas: the kernel's default, madvise "
      "MADV_HUGEPAGE, or MADV_NOHUGEPAGE."},
-    {"STATS", OPT_BOOL, &hak_opt.stats, NULL, 0, 0, "0",
+    {"STATS", OPT_BOOL, &opt.stats, NULL, 0, 0, "0",
      "Print the statistics report (docs/stats.md) on stderr at exit."},
-    {"VERBOSE", OPT_BOOL, &hak_opt.verbose, NULL, 0, 0, "0",
+    {"VERBOSE", OPT_BOOL, &opt.verbose, NULL, 0, 0, "0",
      "Print the build configuration and every option in force at start-up."},
-    {"PROF", OPT_BOOL, &hak_opt.prof, NULL, 0, 0, "0",
+    {"PROF", OPT_BOOL, &opt.prof, NULL, 0, 0, "0",
      "Sampled heap profiling: record the call stack of about one allocation per PROF_SAMPLE "
      "bytes; dump live samples by stack at exit, on SIGUSR2, or with hak_prof_dump()."},
-    {"PROF_SAMPLE", OPT_SIZE, &hak_opt.prof_sample, NULL, 1, (uint64_t)1 << 40, "512K",
+    {"PROF_SAMPLE", OPT_SIZE, &opt.prof_sample, NULL, 1, (uint64_t)1 << 40, "512K",
      "Mean bytes allocated between two samples (randomised, exponential gaps)."},
-    {"PROF_LEAKS", OPT_BOOL, &hak_opt.prof_leaks, NULL, 0, 0, "0",
+    {"PROF_LEAKS", OPT_BOOL, &opt.prof_leaks, NULL, 0, 0, "0",
      "At exit, report the sampled allocations still live, by stack (implies PROF)."},
-    {"PROF_FILE", OPT_STR, &hak_opt.prof_file, NULL, 0, 0, "hakmem-prof.PID",
+    {"PROF_FILE", OPT_STR, &opt.prof_file, NULL, 0, 0, "hakmem-prof.PID",
      "Path prefix of the exit-time profile: PATH.folded (flame-graph input) and PATH.txt."},
 };
 #define OPT_N (sizeof opt_table / sizeof opt_table[0])
@@ -237,16 +237,16 @@ static void opt_print_value(const opt_desc_t *d) {
 
 static void opt_apply_profile(int profile) {
   if (profile == HAK_PROFILE_FAST) {
-    hak_opt.purge_delay_ms = 1000;
-    hak_opt.large_cache_bytes = (size_t)1 << 30;
-    hak_opt.refill_bytes = 16384;
-    hak_opt.ss_cache = 32;
+    opt.purge_delay_ms = 1000;
+    opt.large_cache_bytes = (size_t)1 << 30;
+    opt.refill_bytes = 16384;
+    opt.ss_cache = 32;
   } else if (profile == HAK_PROFILE_LOWMEM) {
-    hak_opt.purge_delay_ms = 1;
-    hak_opt.large_cache_bytes = (size_t)4 << 20;
-    hak_opt.refill_bytes = 4096;
-    hak_opt.ss_cache = 0;
-    hak_opt.thp = HAK_THP_NEVER;
+    opt.purge_delay_ms = 1;
+    opt.large_cache_bytes = (size_t)4 << 20;
+    opt.refill_bytes = 4096;
+    opt.ss_cache = 0;
+    opt.thp = HAK_THP_NEVER;
   }
 }
 
@@ -269,10 +269,10 @@ void options_init(void) {
       os_write_err("\n");
       continue;
     }
-    if (d->target == &hak_opt.profile) opt_apply_profile(hak_opt.profile);
+    if (d->target == &opt.profile) opt_apply_profile(opt.profile);
   }
-  if (hak_opt.prof_leaks) hak_opt.prof = true;
-  if (hak_opt.verbose) {
+  if (opt.prof_leaks) opt.prof = true;
+  if (opt.verbose) {
     char buf[24];
     os_write_err("hakmem: build: version " HAK_STR_VERSION);
     os_write_err(HAK_DEBUG ? ", debug" : ", release");

@@ -1,8 +1,8 @@
 /*
  * options.h — the configuration snapshot.
  *
- * Owns: the table of every HAKMEM_* option and the snapshot hak_opt, read
- * once at process start-up. Promises: hak_opt is filled before any
+ * Owns: the table of every HAKMEM_* option and the snapshot opt, read
+ * once at process start-up. Promises: opt is filled before any
  * allocation is served and never changes afterwards; HAKMEM_PROFILE sets a
  * documented group of values first and explicit variables override it; an
  * invalid or out-of-range value is reported once on stderr and the default
@@ -19,7 +19,7 @@ enum { HAK_ON_ERROR_ABORT = 0, HAK_ON_ERROR_WARN = 1, HAK_ON_ERROR_IGNORE = 2 };
 enum { HAK_THP_DEFAULT = 0, HAK_THP_ALWAYS = 1, HAK_THP_NEVER = 2 };
 enum { HAK_PROFILE_BALANCED = 0, HAK_PROFILE_FAST = 1, HAK_PROFILE_LOWMEM = 2 };
 
-typedef struct hak_options {
+typedef struct options {
   bool force_libc;          /* forward everything to glibc */
   uint64_t purge_delay_ms;  /* idle time before decommit */
   bool background_thread;   /* purge thread for idle processes */
@@ -35,9 +35,9 @@ typedef struct hak_options {
   size_t prof_sample;       /* mean bytes between samples */
   bool prof_leaks;          /* report live sampled blocks at exit */
   const char *prof_file;    /* where the exit-time profile goes */
-} hak_options_t;
+} options_t;
 
-extern hak_options_t hak_opt;
+extern options_t opt;
 
 void options_init(void);
 /* Markdown of the option table (docs/options.md); returns bytes written. */

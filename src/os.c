@@ -67,9 +67,9 @@ void *os_map(size_t size) {
  * pay off; the advice is a hint the kernel may ignore. */
 static void os_advise_thp(void *p, size_t size) {
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-  if (hak_opt.thp == HAK_THP_ALWAYS)
+  if (opt.thp == HAK_THP_ALWAYS)
     madvise(p, size, MADV_HUGEPAGE);
-  else if (hak_opt.thp == HAK_THP_NEVER)
+  else if (opt.thp == HAK_THP_NEVER)
     madvise(p, size, MADV_NOHUGEPAGE);
 #else
   (void)p, (void)size;
@@ -217,7 +217,7 @@ bool os_random(void *buf, size_t n) {
 }
 
 #if HAK_DEBUG
-void hak_assert_fail(const char *expr, const char *file, int line) {
+void os_assert_fail(const char *expr, const char *file, int line) {
   char num[24];
   os_fmt_dec(num, (uint64_t)line);
   os_write_err("hakmem: internal check failed: ");

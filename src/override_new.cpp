@@ -8,7 +8,7 @@
  * bad_alloc thrower are looked up in the running program (a program calling
  * operator new has libstdc++ loaded). nothrow new does not call the
  * new-handler (a handler may throw, and catching it would need libstdc++).
- * May call: the hidden hak_internal_* functions of api.c.
+ * May call: the hidden api_* functions of api.c.
  */
 #include <cstddef>
 #include <cstdlib>
@@ -20,9 +20,9 @@
 /* noexcept: they never throw, and saying so keeps the noexcept operators
  * free of terminate handlers (which would pull in libstdc++'s personality). */
 extern "C" {
-void *hak_internal_malloc(std::size_t size) noexcept;
-void hak_internal_free(void *p) noexcept;
-void *hak_internal_aligned(std::size_t align, std::size_t size) noexcept;
+void *api_malloc(std::size_t size) noexcept;
+void api_free(void *p) noexcept;
+void *api_aligned(std::size_t align, std::size_t size) noexcept;
 }
 
 #define HAK_CXX_EXPORT __attribute__((visibility("default")))
@@ -32,7 +32,7 @@ namespace {
 typedef std::new_handler (*get_handler_fn)();
 typedef void (*throw_fn)();
 
-[[noreturn]] void hak_throw_bad_alloc() {
+[[noreturn]] void cxx_throw_bad_alloc() {
   /* std::__throw_bad_alloc() from libstdc++ (or libc++'s equivalent). */
   void *f = dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
   if (f != nullptr) reinterpret_cast<throw_fn>(f)();
@@ -42,68 +42,68 @@ typedef void (*throw_fn)();
   std::abort();
 }
 
-__attribute__((noinline, cold)) void *hak_new_fail(std::size_t size, std::size_t align) {
+__attribute__((noinline, cold)) void *cxx_new_fail(std::size_t size, std::size_t align) {
   for (;;) {
     void *f = dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
     std::new_handler h = f ? reinterpret_cast<get_handler_fn>(f)() : nullptr;
-    if (h == nullptr) hak_throw_bad_alloc();
+    if (h == nullptr) cxx_throw_bad_alloc();
     h();
-    void *p = align ? hak_internal_aligned(align, size) : hak_internal_malloc(size);
+    void *p = align ? api_aligned(align, size) : api_malloc(size);
     if (p != nullptr) return p;
   }
 }
 
-inline void *hak_new(std::size_t size) {
-  void *p = hak_internal_malloc(size);
+inline void *cxx_new(std::size_t size) {
+  void *p = api_malloc(size);
   if (__builtin_expect(p != nullptr, 1)) return p;
-  return hak_new_fail(size, 0);
+  return cxx_new_fail(size, 0);
 }
 
-inline void *hak_new_aligned(std::size_t size, std::align_val_t al) {
+inline void *cxx_new_aligned(std::size_t size, std::align_val_t al) {
   std::size_t a = static_cast<std::size_t>(al);
-  void *p = hak_internal_aligned(a, size);
+  void *p = api_aligned(a, size);
   if (__builtin_expect(p != nullptr, 1)) return p;
-  return hak_new_fail(size, a);
+  return cxx_new_fail(size, a);
 }
 
 }  // namespace
 
-HAK_CXX_EXPORT void *operator new(std::size_t n) { return hak_new(n); }
-HAK_CXX_EXPORT void *operator new[](std::size_t n) { return hak_new(n); }
+HAK_CXX_EXPORT void *operator new(std::size_t n) { return cxx_new(n); }
+HAK_CXX_EXPORT void *operator new[](std::size_t n) { return cxx_new(n); }
 HAK_CXX_EXPORT void *operator new(std::size_t n, const std::nothrow_t &) noexcept {
-  return hak_internal_malloc(n);
+  return api_malloc(n);
 }
 HAK_CXX_EXPORT void *operator new[](std::size_t n, const std::nothrow_t &) noexcept {
-  return hak_internal_malloc(n);
+  return api_malloc(n);
 }
-HAK_CXX_EXPORT void *operator new(std::size_t n, std::align_val_t a) { return hak_new_aligned(n, a); }
+HAK_CXX_EXPORT void *operator new(std::size_t n, std::align_val_t a) { return cxx_new_aligned(n, a); }
 HAK_CXX_EXPORT void *operator new[](std::size_t n, std::align_val_t a) {
-  return hak_new_aligned(n, a);
+  return cxx_new_aligned(n, a);
 }
 HAK_CXX_EXPORT void *operator new(std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return hak_internal_aligned(static_cast<std::size_t>(a), n);
+  return api_aligned(static_cast<std::size_t>(a), n);
 }
 HAK_CXX_EXPORT void *operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return hak_internal_aligned(static_cast<std::size_t>(a), n);
+  return api_aligned(static_cast<std::size_t>(a), n);
 }
 
-HAK_CXX_EXPORT void operator delete(void *p) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete[](void *p) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete(void *p, std::size_t) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete[](void *p, std::size_t) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept { hak_internal_free(p); }
-HAK_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { hak_internal_free(p); }
+HAK_CXX_EXPORT void operator delete(void *p) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete[](void *p) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete(void *p, std::size_t) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete[](void *p, std::size_t) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept { api_free(p); }
+HAK_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { api_free(p); }
 HAK_CXX_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-  hak_internal_free(p);
+  api_free(p);
 }
 HAK_CXX_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-  hak_internal_free(p);
+  api_free(p);
 }
 HAK_CXX_EXPORT void operator delete(void *p, std::size_t, std::align_val_t) noexcept {
-  hak_internal_free(p);
+  api_free(p);
 }
 HAK_CXX_EXPORT void operator delete[](void *p, std::size_t, std::align_val_t) noexcept {
-  hak_internal_free(p);
+  api_free(p);
 }

@@ -5,4 +5,4 @@
  */
 #include "ownmap.h"
 
-__attribute__((aligned(4096))) uint8_t hak_ownmap[(size_t)1 << HAK_OWNMAP_BITS];
+__attribute__((aligned(4096))) uint8_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];

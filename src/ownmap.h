@@ -18,7 +18,7 @@
 #define OWN_LARGE 1     /* large block: header 64 bytes below the pointer */
 #define OWN_LARGE_FAR 2 /* large block aligned to >= 4 MiB: same header rule */
 
-extern uint8_t hak_ownmap[(size_t)1 << HAK_OWNMAP_BITS];
+extern uint8_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];
 
 HAK_INLINE size_t ownmap_index(uintptr_t a) {
   return (a >> HAK_SS_SHIFT) & (((size_t)1 << HAK_OWNMAP_BITS) - 1);
@@ -26,7 +26,7 @@ HAK_INLINE size_t ownmap_index(uintptr_t a) {
 /* Relaxed atomic: the same single byte load, but well-defined while another
  * thread maps or unmaps an unrelated block in the same region. */
 HAK_INLINE unsigned ownmap_load(uintptr_t a) {
-  return __atomic_load_n(&hak_ownmap[ownmap_index(a)], __ATOMIC_RELAXED);
+  return __atomic_load_n(&ownmap_table[ownmap_index(a)], __ATOMIC_RELAXED);
 }
 HAK_INLINE unsigned ownmap_get(const void *p) {
   uintptr_t a = (uintptr_t)p;
@@ -36,7 +36,7 @@ HAK_INLINE unsigned ownmap_get(const void *p) {
   return ownmap_load(a);
 }
 HAK_INLINE void ownmap_set(const void *p, unsigned v) {
-  __atomic_store_n(&hak_ownmap[ownmap_index((uintptr_t)p)], (uint8_t)v, __ATOMIC_RELEASE);
+  __atomic_store_n(&ownmap_table[ownmap_index((uintptr_t)p)], (uint8_t)v, __ATOMIC_RELEASE);
 }
 
 #endif

@@ -55,12 +55,12 @@ static void prof_on_signal(int sig) {
 static void prof_exit_dump(void);
 
 void prof_init(void) {
-  if (!hak_opt.prof) return;
+  if (!opt.prof) return;
   prof_tab = os_map(PROF_CAP * sizeof(prof_rec_t));
   prof_filter = os_map(PROF_FILTER_BITS / 8);
   if (prof_tab == NULL || prof_filter == NULL) {
     os_write_err("hakmem: HAKMEM_PROF: cannot map the sample table; profiling off\n");
-    hak_opt.prof = false;
+    opt.prof = false;
     return;
   }
   struct sigaction sa;
@@ -73,7 +73,7 @@ void prof_init(void) {
 static uint64_t prof_next_gap(void) {
   if (prof_rng == 0) prof_rng = (uint64_t)(uintptr_t)&prof_rng ^ (os_now_ms() * 0x9E3779B97F4A7C15ull) ^ 1;
   prof_rng ^= prof_rng << 13, prof_rng ^= prof_rng >> 7, prof_rng ^= prof_rng << 17;
-  uint64_t mean = hak_opt.prof_sample;
+  uint64_t mean = opt.prof_sample;
   return mean <= 1 ? 1 : prof_rng % (2 * mean);
 }
 
@@ -105,7 +105,7 @@ void prof_alloc(void *p, size_t size) {
   _Unwind_Backtrace(prof_unwind_cb, &u);
   rec.ptr = (uintptr_t)p;
   rec.size = size;
-  rec.weight = size > hak_opt.prof_sample ? size : hak_opt.prof_sample;
+  rec.weight = size > opt.prof_sample ? size : opt.prof_sample;
   rec.nframes = u.n;
   size_t h = prof_hash(rec.ptr);
   pthread_mutex_lock(&prof_lock);
@@ -257,7 +257,7 @@ static void prof_write_reports(const char *prefix, int leaks_fd) {
     size_t len = (size_t)snprintf(line, sizeof line,
                                   "hakmem heap profile: %zu live sampled blocks, ~%zu bytes estimated live, "
                                   "%zu stacks, 1 sample per %zu bytes%s\n",
-                                  prof_live, total, n, hak_opt.prof_sample,
+                                  prof_live, total, n, opt.prof_sample,
                                   prof_dropped ? " (table full: samples dropped)" : "");
     prof_write_all(fd, line, len);
     for (int t = 0; t < 20; t++) {
@@ -284,8 +284,8 @@ static void prof_write_reports(const char *prefix, int leaks_fd) {
 }
 
 static void prof_default_prefix(char *buf, size_t cap) {
-  if (hak_opt.prof_file != NULL)
-    snprintf(buf, cap, "%s", hak_opt.prof_file);
+  if (opt.prof_file != NULL)
+    snprintf(buf, cap, "%s", opt.prof_file);
   else
     snprintf(buf, cap, "hakmem-prof.%d", (int)getpid());
 }
@@ -300,7 +300,7 @@ static void prof_dump_if_requested(void) {
 }
 
 HAK_EXPORT int hak_prof_dump(const char *path) {
-  if (!hak_opt.prof || prof_tab == NULL) return -1;
+  if (!opt.prof || prof_tab == NULL) return -1;
   char prefix[1024];
   if (path == NULL)
     prof_default_prefix(prefix, sizeof prefix);
@@ -313,10 +313,10 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
 }
 
 __attribute__((destructor)) static void prof_exit_dump(void) {
-  if (!hak_opt.prof || prof_tab == NULL) return;
+  if (!opt.prof || prof_tab == NULL) return;
   char prefix[1024];
   prof_default_prefix(prefix, sizeof prefix);
   prof_busy++;
-  prof_write_reports(prefix, hak_opt.prof_leaks ? stats_report_fd() : -1);
+  prof_write_reports(prefix, opt.prof_leaks ? stats_report_fd() : -1);
   prof_busy--;
 }

@@ -11,23 +11,23 @@
  */
 #include "remote.h"
 
-void remote_free(hak_slab_t *s, hak_block_t *b) {
+void remote_free(slab_t *s, block_t *b) {
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
   for (;;) {
     if (tf & TF_DELAYED) {
       uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-      hak_heap_t *h = ss_heap(ss_of(s));
+      heap_t *h = ss_heap(ss_of(s));
       if ((owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) && h != NULL) {
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
         while (d != HEAP_DELAYED_CLOSED) {
-          blk_set_next(b, (hak_block_t *)d);
+          blk_set_next(b, (block_t *)d);
           if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)b,
                                                     memory_order_release, memory_order_relaxed))
             return;
         }
       }
     }
-    blk_set_next(b, (hak_block_t *)(tf & ~TF_DELAYED));
+    blk_set_next(b, (block_t *)(tf & ~TF_DELAYED));
     if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf,
                                               (uintptr_t)b | (tf & TF_DELAYED),
                                               memory_order_release, memory_order_relaxed))
@@ -38,14 +38,14 @@ void remote_free(hak_slab_t *s, hak_block_t *b) {
   if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED) ss_abandon_note_free();
 }
 
-unsigned remote_collect(hak_slab_t *s) {
+unsigned remote_collect(slab_t *s) {
   if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) return 0;
   uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-  hak_block_t *head = (hak_block_t *)(tf & ~TF_DELAYED);
+  block_t *head = (block_t *)(tf & ~TF_DELAYED);
   if (head == NULL) return 0;
   unsigned n = 1;
-  hak_block_t *last = head;
-  for (hak_block_t *nx; (nx = blk_next(last)) != NULL; last = nx) n++;
+  block_t *last = head;
+  for (block_t *nx; (nx = blk_next(last)) != NULL; last = nx) n++;
   blk_set_next(last, s->free);
   s->free = head;
   HAK_ASSERT(s->used >= n);
@@ -53,7 +53,7 @@ unsigned remote_collect(hak_slab_t *s) {
   return n;
 }
 
-bool remote_mark_full(hak_slab_t *s, hak_heap_t *h) {
+bool remote_mark_full(slab_t *s, heap_t *h) {
   uintptr_t expect = 0;
   if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &expect, TF_DELAYED,
                                                memory_order_acq_rel, memory_order_relaxed))
@@ -62,7 +62,7 @@ bool remote_mark_full(hak_slab_t *s, hak_heap_t *h) {
   return true;
 }
 
-void remote_clear_mark(hak_slab_t *s) {
+void remote_clear_mark(slab_t *s) {
   /* A CAS loop, not exchange-then-store: a push may land in between. */
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
   while ((tf & TF_DELAYED) &&
@@ -71,12 +71,12 @@ void remote_clear_mark(hak_slab_t *s) {
   }
 }
 
-void remote_unmark_full(hak_slab_t *s, hak_heap_t *h) {
+void remote_unmark_full(slab_t *s, heap_t *h) {
   atomic_store_explicit(&s->owner, h->tid, memory_order_release);
   remote_clear_mark(s);
 }
 
-hak_block_t *remote_delayed_take(hak_heap_t *h, bool close) {
+block_t *remote_delayed_take(heap_t *h, bool close) {
   uintptr_t d;
   if (close) {
     d = atomic_exchange_explicit(&h->delayed, HEAP_DELAYED_CLOSED, memory_order_acquire);
@@ -84,5 +84,5 @@ hak_block_t *remote_delayed_take(hak_heap_t *h, bool close) {
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) == 0) return NULL;
     d = atomic_exchange_explicit(&h->delayed, 0, memory_order_acquire);
   }
-  return d == HEAP_DELAYED_CLOSED ? NULL : (hak_block_t *)d;
+  return d == HEAP_DELAYED_CLOSED ? NULL : (block_t *)d;
 }

@@ -16,17 +16,17 @@
 #include "heap.h"
 
 /* Any thread that does not own s. */
-void remote_free(hak_slab_t *s, hak_block_t *b);
+void remote_free(slab_t *s, block_t *b);
 /* Owner: move s's thread_free blocks onto s->free; returns how many. */
-unsigned remote_collect(hak_slab_t *s);
+unsigned remote_collect(slab_t *s);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first
  * (collect them instead). */
-bool remote_mark_full(hak_slab_t *s, hak_heap_t *h);
+bool remote_mark_full(slab_t *s, heap_t *h);
 /* Owner or adopter: drop the full mark, keeping any pushed blocks. */
-void remote_clear_mark(hak_slab_t *s);
+void remote_clear_mark(slab_t *s);
 /* Owner: s (full) got a block back. */
-void remote_unmark_full(hak_slab_t *s, hak_heap_t *h);
+void remote_unmark_full(slab_t *s, heap_t *h);
 /* Owner: take the delayed list; close it for good when the thread exits. */
-hak_block_t *remote_delayed_take(hak_heap_t *h, bool close);
+block_t *remote_delayed_take(heap_t *h, bool close);
 
 #endif

@@ -23,7 +23,7 @@ void sc_init(void) {
     /* A refill carves about one page (at least one block, at most 256):
      * linking the blocks touches their memory, so a bigger batch would
      * fault in pages the program may never use. */
-    uint32_t n = (uint32_t)(hak_opt.refill_bytes / sc_size[c]);
+    uint32_t n = (uint32_t)(opt.refill_bytes / sc_size[c]);
     sc_batch[c] = (uint16_t)(n < 1 ? 1 : n > 256 ? 256 : n);
     sc_bucket_lo[c] = 1;
     sc_bucket_hi[c] = 0;

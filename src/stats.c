@@ -24,29 +24,29 @@
 #include <unistd.h>
 
 #if HAK_STATS_BUILD
-HAK_TLS hak_tstats_t hak_tstats;
+HAK_TLS stats_tls_t stats_tls;
 static _Atomic uint64_t st_total[ST_N], st_cls_alloc[HAK_NCLASS], st_cls_free[HAK_NCLASS];
 static _Atomic uint64_t st_threads_exited;
 
 void stats_thread_merge(void) {
   for (int i = 0; i < ST_N; i++) {
-    atomic_fetch_add_explicit(&st_total[i], hak_tstats.ev[i], memory_order_relaxed);
-    hak_tstats.ev[i] = 0;
+    atomic_fetch_add_explicit(&st_total[i], stats_tls.ev[i], memory_order_relaxed);
+    stats_tls.ev[i] = 0;
   }
   for (int c = 0; c < HAK_NCLASS; c++) {
-    atomic_fetch_add_explicit(&st_cls_alloc[c], hak_tstats.cls_alloc[c], memory_order_relaxed);
-    atomic_fetch_add_explicit(&st_cls_free[c], hak_tstats.cls_free[c], memory_order_relaxed);
-    hak_tstats.cls_alloc[c] = hak_tstats.cls_free[c] = 0;
+    atomic_fetch_add_explicit(&st_cls_alloc[c], stats_tls.cls_alloc[c], memory_order_relaxed);
+    atomic_fetch_add_explicit(&st_cls_free[c], stats_tls.cls_free[c], memory_order_relaxed);
+    stats_tls.cls_alloc[c] = stats_tls.cls_free[c] = 0;
   }
   atomic_fetch_add_explicit(&st_threads_exited, 1, memory_order_relaxed);
 }
 #endif
 
-static void stats_visit(const hak_superslab_t *ss, void *arg) {
+static void stats_visit(const superslab_t *ss, void *arg) {
   struct hak_stats *st = arg;
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue;
-    const hak_slab_t *s = &ss->slabs[i];
+    const slab_t *s = &ss->slabs[i];
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_RELAXED);
     if (c >= HAK_NCLASS) continue;
     size_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
@@ -61,7 +61,7 @@ static void stats_visit(const hak_superslab_t *ss, void *arg) {
 
 HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
-  hak_ensure_init(); /* the class table is filled at start-up */
+  init_ensure(); /* the class table is filled at start-up */
   struct hak_stats st;
   memset(&st, 0, sizeof st);
   st.size = out->size;
@@ -101,7 +101,7 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
 #if HAK_STATS_BUILD
   uint64_t ev[ST_N];
   for (int i = 0; i < ST_N; i++)
-    ev[i] = atomic_load_explicit(&st_total[i], memory_order_relaxed) + hak_tstats.ev[i];
+    ev[i] = atomic_load_explicit(&st_total[i], memory_order_relaxed) + stats_tls.ev[i];
   st.allocs = ev[ST_ALLOC];
   st.frees = ev[ST_FREE];
   st.slow_allocs = ev[ST_SLOW];
@@ -109,8 +109,8 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   st.remote_frees = ev[ST_REMOTE];
   st.threads_exited = atomic_load_explicit(&st_threads_exited, memory_order_relaxed);
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    st.classes[c].allocs = atomic_load_explicit(&st_cls_alloc[c], memory_order_relaxed) + hak_tstats.cls_alloc[c];
-    st.classes[c].frees = atomic_load_explicit(&st_cls_free[c], memory_order_relaxed) + hak_tstats.cls_free[c];
+    st.classes[c].allocs = atomic_load_explicit(&st_cls_alloc[c], memory_order_relaxed) + stats_tls.cls_alloc[c];
+    st.classes[c].frees = atomic_load_explicit(&st_cls_free[c], memory_order_relaxed) + stats_tls.cls_free[c];
   }
 #endif
   memcpy(out, &st, out->size < sizeof st ? out->size : sizeof st);
@@ -158,7 +158,7 @@ size_t stats_format(char *buf, size_t cap) {
       KIB(st.collected_bytes));
   OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
       st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
-      (unsigned long long)hak_opt.purge_delay_ms);
+      (unsigned long long)opt.purge_delay_ms);
 #if HAK_STATS_BUILD
   OUT("events: allocs %zu, frees %zu, slow allocs %zu, refills %zu, remote frees %zu, threads exited %zu\n",
       st.allocs, st.frees, st.slow_allocs, st.refills, st.remote_frees, st.threads_exited);
@@ -186,7 +186,7 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
 static int stats_fd = 2;
 
 void stats_init(void) {
-  if (hak_opt.stats || hak_opt.prof_leaks) {
+  if (opt.stats || opt.prof_leaks) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
   }
@@ -196,7 +196,7 @@ int stats_report_fd(void) { return stats_fd; }
 
 /* HAKMEM_STATS=1: the report at exit, written with write(2). */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (!hak_opt.stats) return;
+  if (!opt.stats) return;
   static char buf[16384];
   stats_format(buf, sizeof buf);
   os_write_fd(stats_fd, buf);

@@ -18,13 +18,13 @@
 #if defined(HAKMEM_STATS) && HAKMEM_STATS
 #define HAK_STATS_BUILD 1
 enum { ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE, ST_N };
-typedef struct hak_tstats {
+typedef struct stats_tls {
   uint64_t ev[ST_N];
   uint64_t cls_alloc[HAK_NCLASS], cls_free[HAK_NCLASS];
-} hak_tstats_t;
-extern HAK_TLS hak_tstats_t hak_tstats;
-#define HAK_STAT(ev_) (hak_tstats.ev[ev_]++)
-#define HAK_STAT_CLS(arr_, cls_) (hak_tstats.arr_[cls_]++)
+} stats_tls_t;
+extern HAK_TLS stats_tls_t stats_tls;
+#define HAK_STAT(ev_) (stats_tls.ev[ev_]++)
+#define HAK_STAT_CLS(arr_, cls_) (stats_tls.arr_[cls_]++)
 /* Thread exit: add this thread's counters to the process totals. */
 void stats_thread_merge(void);
 #else

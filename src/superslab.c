@@ -16,34 +16,34 @@
 #include <pthread.h>
 #include <string.h>
 
-#define SS_CACHE_MAX ((unsigned)hak_opt.ss_cache)
+#define SS_CACHE_MAX ((unsigned)opt.ss_cache)
 
 #if HAK_SECURE
-uintptr_t hak_link_key;
+uintptr_t ss_link_key;
 /* Secure layout inside the header slab: descriptors, a guard page, then
  * the allocation bitmaps (64 words per slab). The last page of the
  * superslab is a guard too, so the last slab is left unused. */
 #define SS_GUARD_OFFSET ((size_t)8192)
 #define SS_BITMAP_OFFSET ((size_t)16384)
 
-static _Atomic uint64_t *ss_bitmap(hak_slab_t *s) {
+static _Atomic uint64_t *ss_bitmap(slab_t *s) {
   return (_Atomic uint64_t *)((uint8_t *)ss_of_slab(s) + SS_BITMAP_OFFSET) + (size_t)s->index * 64;
 }
 
-static bool ss_block_index(hak_slab_t *s, const void *p, size_t *idx) {
+static bool ss_block_index(slab_t *s, const void *p, size_t *idx) {
   size_t off = (size_t)((const uint8_t *)p - s->area);
   *idx = off / s->bsize;
   return (const uint8_t *)p >= s->area && off % s->bsize == 0 && *idx < s->capacity;
 }
 
-bool ss_secure_mark_alloc(hak_slab_t *s, const void *p) {
+bool ss_secure_mark_alloc(slab_t *s, const void *p) {
   size_t i;
   if (!ss_block_index(s, p, &i)) return false;
   uint64_t bit = (uint64_t)1 << (i & 63);
   return !(atomic_fetch_or_explicit(&ss_bitmap(s)[i >> 6], bit, memory_order_relaxed) & bit);
 }
 
-bool ss_secure_mark_free(hak_slab_t *s, const void *p) {
+bool ss_secure_mark_free(slab_t *s, const void *p) {
   size_t i;
   if (!ss_block_index(s, p, &i)) return false;
   uint64_t bit = (uint64_t)1 << (i & 63);
@@ -55,18 +55,18 @@ static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Registry of live superslabs, for statistics only: touched once per 4 MiB
  * acquired or released. */
 static pthread_mutex_t ss_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_superslab_t *ss_registry;
+static superslab_t *ss_registry;
 static size_t ss_live, ss_abandoned_n;
-static hak_superslab_t *ss_cache;      /* decommitted empty superslabs */
+static superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
 static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_superslab_t *ss_abandoned[SS_KINDS];
+static superslab_t *ss_abandoned[SS_KINDS];
 /* Set by a remote free into an abandoned slab, cleared by the pass that
  * reclaims it: the purge thread keeps visiting the list while frees come
  * back to it, and sleeps once they stop. */
 static _Atomic int ss_abandon_pending;
 
-static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
+static void ss_header_init(superslab_t *ss, unsigned kind) {
   ss->magic = SS_MAGIC;
   ss->kind = (uint8_t)kind;
   ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
@@ -86,7 +86,7 @@ static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   ss->dirty_mask = 0;
   ss->last_free_ms = 0;
   for (unsigned i = 0; i < ss->nslabs; i++) {
-    hak_slab_t *s = &ss->slabs[i];
+    slab_t *s = &ss->slabs[i];
     atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     s->index = i;
@@ -95,8 +95,8 @@ static void ss_header_init(hak_superslab_t *ss, unsigned kind) {
   }
 }
 
-hak_superslab_t *ss_acquire(unsigned kind) {
-  hak_superslab_t *ss = NULL;
+superslab_t *ss_acquire(unsigned kind) {
+  superslab_t *ss = NULL;
   pthread_mutex_lock(&ss_cache_lock);
   if (ss_cache != NULL) {
     ss = ss_cache;
@@ -120,7 +120,7 @@ hak_superslab_t *ss_acquire(unsigned kind) {
   return ss;
 }
 
-void ss_release(hak_superslab_t *ss) {
+void ss_release(superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
 #if HAK_DEBUG
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
@@ -162,12 +162,12 @@ void ss_release(hak_superslab_t *ss) {
  * space back too (hak_collect(1), out of memory). */
 void ss_cache_unmap_all(void) {
   pthread_mutex_lock(&ss_cache_lock);
-  hak_superslab_t *list = ss_cache;
+  superslab_t *list = ss_cache;
   ss_cache = NULL;
   __atomic_store_n(&ss_cache_count, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&ss_cache_lock);
   while (list) {
-    hak_superslab_t *n = list->next;
+    superslab_t *n = list->next;
     os_unmap(list, HAK_SS_SIZE);
     list = n;
   }
@@ -176,11 +176,11 @@ void ss_cache_unmap_all(void) {
 /* Under ss_abandon_lock (which keeps adopters away, so this is the slabs'
  * owner for now): collect what other threads freed into an abandoned
  * superslab; slabs left with no block in use become free (dirty). */
-static void ss_abandon_reclaim_locked(hak_superslab_t *ss, uint64_t now) {
+static void ss_abandon_reclaim_locked(superslab_t *ss, uint64_t now) {
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     uint64_t bit = (uint64_t)1 << i;
     if (ss->free_mask & bit) continue;
-    hak_slab_t *s = &ss->slabs[i];
+    slab_t *s = &ss->slabs[i];
     if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) continue;
     remote_clear_mark(s);
     remote_collect(s);
@@ -194,14 +194,14 @@ static void ss_abandon_reclaim_locked(hak_superslab_t *ss, uint64_t now) {
  * ones idle that long (everything idle if force). By time only: threads
  * come and go in bursts, and the next one adopts this memory warm. */
 static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
-  hak_superslab_t *release = NULL;
-  uint64_t delay = hak_opt.purge_delay_ms, next = UINT64_MAX;
+  superslab_t *release = NULL;
+  uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
   /* Frees are still coming back: look again soon to reclaim them. */
   if (atomic_exchange_explicit(&ss_abandon_pending, 0, memory_order_relaxed)) next = now + delay / 4 + 1;
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    hak_superslab_t **link = &ss_abandoned[k];
+    superslab_t **link = &ss_abandoned[k];
     while (*link != NULL) {
-      hak_superslab_t *ss = *link;
+      superslab_t *ss = *link;
       ss_abandon_reclaim_locked(ss, now);
       bool whole = ss->free_mask == ss_all_mask(ss);
       if (whole && (force || now - ss->last_free_ms >= delay)) {
@@ -218,7 +218,7 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
     }
   }
   while (release != NULL) {
-    hak_superslab_t *n = release->next;
+    superslab_t *n = release->next;
     decay_count(ss_dirty_bytes(release));
     ss_release(release); /* takes the registry and cache locks, never nested */
     release = n;
@@ -226,7 +226,7 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
   return next;
 }
 
-void ss_abandon_push(hak_superslab_t *ss) {
+void ss_abandon_push(superslab_t *ss) {
   ss_set_heap(ss, NULL);
   ss->listed = 0;
   ss->abandoned = 1;
@@ -263,10 +263,10 @@ void ss_abandon_note_free(void) {
   if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES);
 }
 
-hak_superslab_t *ss_abandon_pop(unsigned kind) {
+superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
-  hak_superslab_t *ss = ss_abandoned[kind];
+  superslab_t *ss = ss_abandoned[kind];
   if (ss) {
     __atomic_store_n(&ss_abandoned[kind], ss->next, __ATOMIC_RELAXED);
     ss_abandoned_n--;
@@ -277,8 +277,8 @@ hak_superslab_t *ss_abandon_pop(unsigned kind) {
   return ss;
 }
 
-hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner) {
-  hak_slab_t *s = &ss->slabs[idx];
+slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner) {
+  slab_t *s = &ss->slabs[idx];
   uint64_t bit = (uint64_t)1 << idx;
   HAK_ASSERT(ss->free_mask & bit);
   ss->free_mask &= ~bit;
@@ -304,7 +304,7 @@ hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintpt
   return s;
 }
 
-void ss_slab_carve(hak_slab_t *s) {
+void ss_slab_carve(slab_t *s) {
   unsigned n = sc_batch[s->cls];
   unsigned left = (unsigned)s->capacity - s->carved;
   if (n > left) n = left;
@@ -315,7 +315,7 @@ void ss_slab_carve(hak_slab_t *s) {
   /* Link the batch in a random order, so the addresses of consecutive
    * allocations are not predictable. */
   static HAK_TLS uint64_t rng;
-  if (rng == 0) rng = hak_link_key | 1;
+  if (rng == 0) rng = ss_link_key | 1;
   uint16_t order[256];
   for (unsigned i = 0; i < n; i++) order[i] = (uint16_t)i;
   for (unsigned i = n - 1; i > 0; i--) {
@@ -325,23 +325,23 @@ void ss_slab_carve(hak_slab_t *s) {
     order[i] = order[j];
     order[j] = t;
   }
-  hak_block_t *head = NULL;
+  block_t *head = NULL;
   for (unsigned i = 0; i < n; i++) {
-    hak_block_t *b = (hak_block_t *)(first + (size_t)order[i] * bs);
+    block_t *b = (block_t *)(first + (size_t)order[i] * bs);
     blk_set_next(b, head);
     head = b;
   }
   s->free = head;
 #else
   uint8_t *p = first;
-  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((hak_block_t *)p, (hak_block_t *)(p + bs));
-  blk_set_next((hak_block_t *)p, NULL);
-  s->free = (hak_block_t *)first;
+  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((block_t *)p, (block_t *)(p + bs));
+  blk_set_next((block_t *)p, NULL);
+  s->free = (block_t *)first;
 #endif
   s->carved = (uint16_t)(s->carved + n);
 }
 
-void ss_slab_free(hak_superslab_t *ss, hak_slab_t *s, uint64_t now_ms) {
+void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
   uint64_t bit = (uint64_t)1 << s->index;
   atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
   s->free = NULL;
@@ -352,14 +352,14 @@ void ss_slab_free(hak_superslab_t *ss, hak_slab_t *s, uint64_t now_ms) {
   ss->last_free_ms = now_ms;
 }
 
-size_t ss_dirty_bytes(const hak_superslab_t *ss) {
+size_t ss_dirty_bytes(const superslab_t *ss) {
   uint64_t m = ss->dirty_mask & ss->free_mask;
   size_t b = (size_t)__builtin_popcountll(m) << ss->slab_shift;
   if (m & 1) b -= ss_area_offset(0); /* slab 0's dirty part starts after the header */
   return b;
 }
 
-size_t ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
+size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
                       uint64_t *next_due) {
   uint64_t m = ss->dirty_mask & ss->free_mask;
   if (m == 0) return 0;
@@ -389,9 +389,9 @@ size_t ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, b
   return total;
 }
 
-void ss_for_each(void (*fn)(const hak_superslab_t *ss, void *arg), void *arg) {
+void ss_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {
   pthread_mutex_lock(&ss_registry_lock);
-  for (hak_superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) fn(ss, arg);
+  for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) fn(ss, arg);
   pthread_mutex_unlock(&ss_registry_lock);
 }
 
@@ -409,9 +409,9 @@ ss_counts_t ss_counts(void) {
   return c;
 }
 
-void ss_fork_child_abandon(const struct hak_heap *keep, const struct hak_heap *keep2) {
-  for (hak_superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
-    const struct hak_heap *owner = ss_heap(ss);
+void ss_fork_child_abandon(const struct heap *keep, const struct heap *keep2) {
+  for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
+    const struct heap *owner = ss_heap(ss);
     if (ss->abandoned || owner == NULL || owner == keep || owner == keep2) continue;
     for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
       if (!(ss->free_mask & ((uint64_t)1 << i)))

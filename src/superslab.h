@@ -27,20 +27,21 @@
 #define HAK_SUPERSLAB_H
 
 #include "internal.h"
+#include "report.h"
 
-struct hak_heap;
+struct heap;
 
-typedef struct hak_block {
-  struct hak_block *next;
-} hak_block_t;
+typedef struct block {
+  struct block *next;
+} block_t;
 
 #define OWNER_FULL      ((uintptr_t)1)
 #define OWNER_ABANDONED ((uintptr_t)2)
 #define OWNER_UNUSED    ((uintptr_t)4)
 #define TF_DELAYED      ((uintptr_t)1)
 
-typedef struct hak_slab {
-  hak_block_t *free;          /* blocks ready for malloc (owner only) */
+typedef struct slab {
+  block_t *free;          /* blocks ready for malloc (owner only) */
   _Atomic uintptr_t owner;    /* see protocol above */
   uint16_t used;              /* blocks handed out or on thread_free */
   uint16_t capacity;          /* blocks in the slab */
@@ -50,84 +51,84 @@ typedef struct hak_slab {
   uint32_t bsize;             /* block size */
   uint32_t index;             /* slab index in its superslab */
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED */
-  struct hak_slab *next;      /* owner heap's partial list */
+  struct slab *next;      /* owner heap's partial list */
   union {
-    struct hak_slab *prev;    /* in use: partial list */
+    struct slab *prev;    /* in use: partial list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
   uint8_t *area;              /* first block */
-} hak_slab_t;
+} slab_t;
 
-_Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
+_Static_assert(sizeof(slab_t) == 64, "slab descriptor is one cache line");
 
 /* Free-list links. The secure build stores them XOR-ed with a per-process
  * random key and the slot's address (as glibc's safe-linking does with the
  * address), so a use-after-free write cannot forge a pointer. */
 #if HAK_SECURE
-extern uintptr_t hak_link_key;
-HAK_INLINE hak_block_t *blk_next(const hak_block_t *b) {
-  return (hak_block_t *)((uintptr_t)b->next ^ hak_link_key ^ ((uintptr_t)b >> 12));
+extern uintptr_t ss_link_key;
+HAK_INLINE block_t *blk_next(const block_t *b) {
+  return (block_t *)((uintptr_t)b->next ^ ss_link_key ^ ((uintptr_t)b >> 12));
 }
-HAK_INLINE void blk_set_next(hak_block_t *b, hak_block_t *n) {
-  b->next = (hak_block_t *)((uintptr_t)n ^ hak_link_key ^ ((uintptr_t)b >> 12));
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) {
+  b->next = (block_t *)((uintptr_t)n ^ ss_link_key ^ ((uintptr_t)b >> 12));
 }
 #else
-HAK_INLINE hak_block_t *blk_next(const hak_block_t *b) { return b->next; }
-HAK_INLINE void blk_set_next(hak_block_t *b, hak_block_t *n) { b->next = n; }
+HAK_INLINE block_t *blk_next(const block_t *b) { return b->next; }
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) { b->next = n; }
 #endif
 
 enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
 #define SS_MAGIC 0x48414b53u /* "HAKS" */
 
-typedef struct hak_superslab {
+typedef struct superslab {
   uint32_t magic;
   uint8_t kind;
   uint8_t slab_shift;
   uint8_t nslabs;             /* slabs first_slab..nslabs-1 hold blocks */
   uint8_t listed;             /* on its heap's list */
-  struct hak_heap *heap;      /* owner; NULL when abandoned or cached */
-  struct hak_superslab *next; /* heap list, abandoned list or cache */
-  struct hak_superslab *prev;
+  struct heap *heap;      /* owner; NULL when abandoned or cached */
+  struct superslab *next; /* heap list, abandoned list or cache */
+  struct superslab *prev;
   uint64_t free_mask;         /* bit i: slab i not in use */
   uint64_t dirty_mask;        /* free slabs whose pages may be resident */
   uint64_t last_free_ms;      /* when the newest free slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
   uint8_t abandoned;          /* on the abandoned list */
   uint8_t pad1[6];
-  struct hak_superslab *all_next; /* registry of live superslabs (statistics) */
-  struct hak_superslab *all_prev;
+  struct superslab *all_next; /* registry of live superslabs (statistics) */
+  struct superslab *all_prev;
   uint8_t pad2[128 - 80];
-  hak_slab_t slabs[HAK_MAX_SLABS];
-} hak_superslab_t;
+  slab_t slabs[HAK_MAX_SLABS];
+} superslab_t;
 
 #define SS_SLABS_OFFSET 128
-_Static_assert(__builtin_offsetof(hak_superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
+_Static_assert(__builtin_offsetof(superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
 
 /* The owning heap of a superslab, read by other threads (remote frees). */
-HAK_INLINE struct hak_heap *ss_heap(const struct hak_superslab *ss) {
+HAK_INLINE struct heap *ss_heap(const struct superslab *ss) {
   return __atomic_load_n(&ss->heap, __ATOMIC_ACQUIRE);
 }
-HAK_INLINE void ss_set_heap(struct hak_superslab *ss, struct hak_heap *h) {
+HAK_INLINE void ss_set_heap(struct superslab *ss, struct heap *h) {
   __atomic_store_n(&ss->heap, h, __ATOMIC_RELEASE);
 }
 
-HAK_INLINE hak_superslab_t *ss_of(const void *p) {
-  return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
+HAK_INLINE superslab_t *ss_of(const void *p) {
+  return (superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
-HAK_INLINE hak_slab_t *ss_slab_of(const void *p, unsigned shift) {
+HAK_INLINE slab_t *ss_slab_of(const void *p, unsigned shift) {
   uintptr_t a = (uintptr_t)p;
-  return (hak_slab_t *)((a & ~(uintptr_t)HAK_SS_MASK) + SS_SLABS_OFFSET) +
+  return (slab_t *)((a & ~(uintptr_t)HAK_SS_MASK) + SS_SLABS_OFFSET) +
          ((a & HAK_SS_MASK) >> shift);
 }
-HAK_INLINE hak_superslab_t *ss_of_slab(const hak_slab_t *s) { return ss_of(s); }
-HAK_INLINE uint64_t ss_all_mask(const hak_superslab_t *ss) {
+HAK_INLINE superslab_t *ss_of_slab(const slab_t *s) { return ss_of(s); }
+HAK_INLINE uint64_t ss_all_mask(const superslab_t *ss) {
   uint64_t upto = ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1);
   return upto & ~(((uint64_t)1 << ss->first_slab) - 1);
 }
 /* Where slab idx's blocks start: its base, or past the header in slab 0. */
 HAK_INLINE size_t ss_area_offset(unsigned idx) { return idx == 0 ? HAK_BIG_AREA_OFFSET : 0; }
 /* Bytes of slab idx's block area: what a free slab keeps resident. */
-HAK_INLINE size_t ss_slab_room(const hak_superslab_t *ss, unsigned idx) {
+HAK_INLINE size_t ss_slab_room(const superslab_t *ss, unsigned idx) {
   return ((size_t)1 << ss->slab_shift) - ss_area_offset(idx);
 }
 
@@ -135,30 +136,29 @@ HAK_INLINE size_t ss_slab_room(const hak_superslab_t *ss, unsigned idx) {
 /* Allocation bitmap of each slab (bit set = block handed out), kept in the
  * header slab behind a guard page. Returns false when the block is not a
  * block start or, on free, not allocated (double or invalid free). */
-bool ss_secure_mark_alloc(hak_slab_t *s, const void *p);
-bool ss_secure_mark_free(hak_slab_t *s, const void *p);
+bool ss_secure_mark_alloc(slab_t *s, const void *p);
+bool ss_secure_mark_free(slab_t *s, const void *p);
 #endif
 
 /* Take b (== s->free) off the slab's free list. */
-HAK_INLINE hak_block_t *slab_pop(hak_slab_t *s, hak_block_t *b) {
+HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
   s->free = blk_next(b);
   s->used++;
 #if HAK_SECURE
-  extern void hak_report_corruption(const void *p);
   if (HAK_UNLIKELY((s->free != NULL && ss_of(s->free) != ss_of(b)) || !ss_secure_mark_alloc(s, b)))
-    hak_report_corruption(b);
+    report_corruption(b);
 #endif
   return b;
 }
 
 /* A fresh or cached superslab of the kind, header initialised, all slabs
  * free, registered in the ownership map. NULL when the OS refuses. */
-hak_superslab_t *ss_acquire(unsigned kind);
+superslab_t *ss_acquire(unsigned kind);
 /* Give an empty superslab back: decommit and cache it, or unmap it. */
-void ss_release(hak_superslab_t *ss);
+void ss_release(superslab_t *ss);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
-void ss_abandon_push(hak_superslab_t *ss);
-hak_superslab_t *ss_abandon_pop(unsigned kind);
+void ss_abandon_push(superslab_t *ss);
+superslab_t *ss_abandon_pop(unsigned kind);
 /* Collect remote frees into abandoned superslabs, decommit / release what
  * sits idle there for the purge delay (all idle memory if force). Returns
  * when the list should be visited again (UINT64_MAX: nothing idle). */
@@ -167,22 +167,22 @@ uint64_t ss_abandon_collect(bool force);
 void ss_abandon_note_free(void);
 void ss_cache_unmap_all(void);
 /* Initialise slab idx of ss for class cls, owned by owner. */
-hak_slab_t *ss_slab_init(hak_superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
+slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
 /* Carve the next batch of fresh blocks onto the (empty) free list. */
-void ss_slab_carve(hak_slab_t *s);
+void ss_slab_carve(slab_t *s);
 /* Slab s of ss (in use until now) becomes free, its pages still resident. */
-void ss_slab_free(hak_superslab_t *ss, hak_slab_t *s, uint64_t now_ms);
+void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms);
 /* Decommit the free slabs idle for at least delay_ms (every dirty one if
  * force); returns the bytes decommitted. *next_due (if not NULL) is lowered
  * to when the next remaining dirty slab becomes due. */
-size_t ss_purge_slabs(hak_superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
+size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,
                       uint64_t *next_due);
 /* Bytes of free slabs whose pages may be resident. */
-size_t ss_dirty_bytes(const hak_superslab_t *ss);
+size_t ss_dirty_bytes(const superslab_t *ss);
 
 /* Statistics: visit every live superslab (registry lock held; the slab
  * fields read are a racy snapshot, good enough for reporting). */
-void ss_for_each(void (*fn)(const hak_superslab_t *ss, void *arg), void *arg);
+void ss_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg);
 typedef struct ss_counts {
   size_t live, abandoned, cached;
 } ss_counts_t;
@@ -191,7 +191,7 @@ ss_counts_t ss_counts(void);
 /* fork child, all locks held: superslabs of heaps other than keep belong
  * to threads that do not exist in the child; abandon them so that the
  * child's threads adopt and reuse their memory. */
-void ss_fork_child_abandon(const struct hak_heap *keep, const struct hak_heap *keep2);
+void ss_fork_child_abandon(const struct heap *keep, const struct heap *keep2);
 
 void ss_lock_all(void);
 void ss_unlock_all(void);
