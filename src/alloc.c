@@ -19,43 +19,6 @@
 #include <errno.h>
 #include <string.h>
 
-static void *alloc_any(size_t size);
-
-static void *prof_noted(void *p, size_t size) {
-  prof_alloc(p, size);
-  return p;
-}
-
-static void *alloc_cold(size_t size) HAK_NOINLINE;
-
-/* Sizes above 1 KiB, or an empty current slab. heap_front.heap is set only
- * on an initialised thread with neither the libc bypass nor the profiler
- * on, so the mid-size path below needs no other check; everything else
- * (first call, bypass, profiling, large) goes to alloc_cold, whose first
- * statements are initialisation and the bypass. */
-void *alloc_slow(size_t size) {
-  heap_t *h = heap_front.heap;
-  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) {
-    HAK_STAT(ST_SLOW);
-    HAK_STAT(ST_ALLOC);
-    unsigned cls = sc_of(size);
-    slab_t *s = h->cur[cls];
-    block_t *b = s->free;
-    if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
-    return heap_alloc_refill(h, cls);
-  }
-  return alloc_cold(size);
-}
-
-static void *alloc_cold(size_t size) {
-  init_ensure();
-  if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
-  HAK_STAT(ST_SLOW);
-  HAK_STAT(ST_ALLOC);
-  if (HAK_UNLIKELY(opt.prof)) return prof_noted(alloc_any(size), size);
-  return alloc_any(size);
-}
-
 /* A block of class cls from the calling thread's heap (created on the
  * thread's first call). */
 static void *alloc_class(unsigned cls) {
@@ -68,80 +31,73 @@ static void *alloc_class(unsigned cls) {
       return NULL;
     }
   }
-  slab_t *s = h->cur[cls];
-  block_t *b = s->free;
-  if (HAK_LIKELY(b != NULL)) return slab_pop(s, b);
-  return heap_alloc_refill(h, cls);
+  return heap_alloc_class(h, cls);
 }
 
-/* The slow path proper (the profiler wraps it). */
-static void *alloc_any(size_t size) {
-  if (HAK_LIKELY(size <= HAK_SMALL_MAX)) return alloc_class(sc_of(size));
-  return large_alloc(size, HAK_MIN_ALIGN, NULL);
+/* Everything malloc's fast path does not serve. heap_front.heap is set
+ * only on an initialised thread with neither the libc bypass nor the
+ * profiler on, so sizes up to 1 MiB need no other check; otherwise the
+ * first statements are initialisation and the bypass. */
+void *alloc_slow(size_t size) {
+  heap_t *h = heap_front.heap;
+  HAK_STAT(ST_SLOW);
+  HAK_STAT(ST_ALLOC);
+  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
+  init_ensure();
+  if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
+  void *p = size <= HAK_SMALL_MAX ? alloc_class(sc_of(size)) : large_alloc(size, HAK_MIN_ALIGN, NULL);
+  if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
+  return p;
 }
-
-#if HAK_DEBUG || HAK_SECURE
-bool alloc_check_free(slab_t *s, void *p, bool local) {
-  uint8_t *u = p;
-  if (u < s->area || u >= s->area + (size_t)s->capacity * s->bsize ||
-      (size_t)(u - s->area) % s->bsize != 0) {
-    report_error("free", p, "invalid pointer");
-    return false;
-  }
-#if HAK_SECURE
-  (void)local; /* the bitmap is exact for everyone */
-  if (!ss_secure_mark_free(s, p)) {
-    report_error("free", p, "double free of");
-    return false;
-  }
-#else
-  unsigned n = 0;
-  for (block_t *b = local ? s->free : NULL; b != NULL && n < 4096; b = blk_next(b), n++)
-    if (b == p) {
-      report_error("free", p, "double free of");
-      return false;
-    }
-#endif
-  return true;
-}
-#endif
 
 void alloc_slab_emptied(slab_t *s) {
   heap_slab_emptied(heap_front.self, s);
   decay_poll();
 }
 
-/* A slab block is valid if it lies in the block area of a slab in use.
- * Only fields fixed while the slab is in use are read (carved changes under
- * the owner); block-boundary checks need a division: the debug build does
- * them. */
-static bool slab_block_plausible(const slab_t *s, uintptr_t owner, const void *p) {
-  const uint8_t *u = p;
-  if (owner == OWNER_UNUSED) return false;
-  return u >= s->area && u < s->area + (size_t)s->capacity * s->bsize;
-}
-
-static void free_small_slow(void *p, unsigned shift, const char *call) {
+/* The slab of p if p is a live block of a slab in use; otherwise reports
+ * what is wrong (as call) and returns NULL. Only fields fixed while the
+ * slab is in use are read. */
+static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, const char *freed_what) {
   slab_t *s = ss_slab_of(p, shift);
   uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-  if (HAK_UNLIKELY(!slab_block_plausible(s, owner, p))) {
-    report_error(call, p, owner == OWNER_UNUSED ? "double free or invalid pointer" : "invalid pointer");
-    return;
+  if (HAK_UNLIKELY(owner == OWNER_UNUSED)) {
+    /* The whole slab is free: p was freed already, or never was a block. */
+    report_error(call, p, "double free or invalid pointer");
+    return NULL;
   }
+  if (HAK_UNLIKELY(!slab_holds(s, p) || !slab_is_block_start(s, p))) {
+    report_invalid(call, p);
+    return NULL;
+  }
+  if (HAK_UNLIKELY(blk_is_marked(p))) {
+    /* Only a free writes the mark (the secret mixed with the block's own
+     * address), and every allocation clears it: the block is free. */
+    report_error(call, p, freed_what);
+    return NULL;
+  }
+  return s;
+}
+
+static void free_small(void *p, unsigned shift, const char *call) {
+  slab_t *s = slab_live_block(p, shift, call, "double free of");
+  if (s == NULL) return;
+  block_t *b = p;
   heap_t *h = heap_front.self;
+  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
-#if HAK_DEBUG || HAK_SECURE
-  if (!alloc_check_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid)) return;
-#endif
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
-    heap_free_local(h, s, p, owner);
+    heap_free_local(h, s, b, owner);
     decay_poll();
-  } else {
-    HAK_STAT(ST_REMOTE);
-    remote_free(s, p);
-    decay_poll();
+    return;
   }
+  HAK_STAT(ST_REMOTE);
+  /* A thread that only frees gets a heap too: its cache batches the
+   * remote frees, and its exit flushes them. */
+  if (h == NULL && !heap_front.exited) h = heap_thread_init();
+  if (remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED) ss_abandon_note_free();
+  decay_poll();
 }
 
 static void free_any(void *p, const char *call) {
@@ -149,7 +105,7 @@ static void free_any(void *p, const char *call) {
   if (HAK_UNLIKELY(opt.prof)) prof_free(p);
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT)
-    free_small_slow(p, v, call);
+    free_small(p, v, call);
   else if (v != OWN_NONE) {
     large_free(p, v, call);
     decay_poll();
@@ -159,7 +115,7 @@ static void free_any(void *p, const char *call) {
     report_invalid(call, p);
 }
 
-void alloc_free_slow(void *p) { free_any(p, "free"); }
+void free_slow(void *p) { free_any(p, "free"); }
 
 void alloc_free_sized(void *p, size_t size) {
   if (!HAK_DEBUG) {
@@ -200,7 +156,10 @@ void *alloc_calloc(size_t n, size_t size) {
 size_t alloc_usable_size(const void *p) {
   if (p == NULL) return 0;
   unsigned v = ownmap_get(p);
-  if (v >= HAK_SMALL_SLAB_SHIFT) return ss_slab_of(p, v)->bsize;
+  if (v >= HAK_SMALL_SLAB_SHIFT) {
+    slab_t *s = slab_live_block(p, v, "malloc_usable_size", "use after free of");
+    return s != NULL ? s->bsize : 0;
+  }
   if (v != OWN_NONE) return large_usable_size(p, v);
   if (foreign_owns(p)) return foreign_usable_size((void *)p);
   report_invalid("malloc_usable_size", p);
@@ -222,12 +181,8 @@ void *alloc_realloc(void *p, size_t size) {
   }
   size_t old;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    slab_t *s = ss_slab_of(p, v);
-    uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    if (!slab_block_plausible(s, owner, p)) {
-      report_invalid("realloc", p);
-      return NULL;
-    }
+    slab_t *s = slab_live_block(p, v, "realloc", "use after free of");
+    if (s == NULL) return NULL;
     old = s->bsize;
     /* In place while the block is big enough and not more than twice the
      * request (shrinking further moves to a smaller class). */

@@ -1,12 +1,16 @@
 /*
  * front.h — the hot paths of malloc and free, inlined into each entry point.
  *
- * Owns: nothing; reads the thread's front (heap.h) and the ownership map.
- * Promises: malloc of 0..1024 bytes on a cache hit is one load of the direct
- * table, one test and a pop; free of a block whose slab belongs to the
- * calling thread is one map load, one owner test and a push. No locks, no
- * atomic read-modify-writes, no option reads, no counters. Everything else
- * is a call into a noinline function in alloc.c.
+ * Owns: nothing; reads the thread's front (heap.h), the ownership map and
+ * slab descriptors. Promises: malloc of 0..1024 bytes on a cache hit is one
+ * load of the direct table, a pop whose one test checks that the block lies
+ * in its slab (which also rejects an empty list and a corrupted link), and
+ * the clearing of the block's free mark; free of a block whose slab belongs
+ * to the calling thread is one map load, the owner test, the block-start
+ * test (a multiply, no division), the free-mark test (a double free in any
+ * order) and a push onto the list malloc pops (LIFO: the block freed last is
+ * reused first, while it is in this core's cache). No locks, no atomic read-modify-writes, no option
+ * reads, no counters. Everything else is one call: alloc_slow or free_slow.
  * May call: alloc.c's slow paths.
  */
 #ifndef HAK_FRONT_H
@@ -17,15 +21,9 @@
 #include "stats.h"
 #include "superslab.h"
 
-void *alloc_slow(size_t size) HAK_NOINLINE;
-void alloc_free_slow(void *p) HAK_NOINLINE;
-void alloc_slab_emptied(slab_t *s) HAK_NOINLINE;
-#if HAK_DEBUG || HAK_SECURE
-/* Every free in debug and secure builds: false (after reporting) if p is not
- * a live block of s. local: the caller owns s (only then may the debug
- * build walk its free list). */
-bool alloc_check_free(slab_t *s, void *p, bool local) HAK_NOINLINE;
-#endif
+void *alloc_slow(size_t size) HAK_SLOW;
+void free_slow(void *p) HAK_SLOW;
+void alloc_slab_emptied(slab_t *s) HAK_COLD;
 
 HAK_INLINE void *front_malloc(size_t size) {
   /* Sizes above 1 KiB select the last bucket, which always holds the empty
@@ -33,7 +31,7 @@ HAK_INLINE void *front_malloc(size_t size) {
   size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
   slab_t *s = heap_front.direct[bucket];
   block_t *b = s->free;
-  if (HAK_LIKELY(b != NULL)) {
+  if (HAK_LIKELY(slab_holds(s, b))) {
     HAK_STAT(ST_ALLOC);
     HAK_STAT_CLS(cls_alloc, s->cls);
     return slab_pop(s, b);
@@ -46,29 +44,22 @@ HAK_INLINE void front_free(void *p) {
   unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
     slab_t *s = ss_slab_of(p, shift);
-    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID())) {
-#if HAK_DEBUG || HAK_SECURE
-      if (HAK_UNLIKELY(!alloc_check_free(s, p, true))) return;
-#endif
-      HAK_STAT(ST_FREE);
-      HAK_STAT_CLS(cls_free, s->cls);
+    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID() &&
+                   slab_is_block_start(s, p))) {
       block_t *b = p;
-      block_t *head = s->free;
-      /* The cheap double-free check: freeing the block that is already at
-       * the head of its free list (free(p); free(p);) would make the list
-       * cyclic and hand the block out twice. One compare with a value the
-       * push loads anyway. */
-      if (HAK_UNLIKELY(b == head)) {
-        alloc_free_slow(p);
+      /* Already marked free: a double free (or, with a chance of 2^-64,
+       * data that happens to equal the mark): the slow path decides. */
+      if (HAK_LIKELY(!blk_is_marked(b))) {
+        HAK_STAT(ST_FREE);
+        HAK_STAT_CLS(cls_free, s->cls);
+        blk_free(b, s->free);
+        s->free = b;
+        if (HAK_UNLIKELY(--s->used == 0)) alloc_slab_emptied(s);
         return;
       }
-      blk_set_next(b, head);
-      s->free = b;
-      if (HAK_UNLIKELY(--s->used == 0)) alloc_slab_emptied(s);
-      return;
     }
   }
-  alloc_free_slow(p);
+  free_slow(p);
 }
 
 #endif

@@ -49,6 +49,7 @@ static void heap_reset(heap_t *h) {
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
+  memset(&h->rcache, 0, sizeof h->rcache);
   h->pool_next = NULL;
 }
 
@@ -202,7 +203,7 @@ static void heap_dirty_add(heap_t *h, size_t bytes, long sign) {
  * never because of how much was freed (that would fault the same pages
  * back in on the next allocation). Under h->lock. */
 static void heap_release_slab(heap_t *h, slab_t *s) {
-  superslab_t *ss = ss_of_slab(s);
+  superslab_t *ss = ss_of(s);
   uint64_t now = os_now_ms();
   if (ss->free_mask == 0 && ss->listed) {
     /* It had no free slab, so it sat behind the ones that do. */
@@ -320,11 +321,7 @@ void heap_slab_emptied(heap_t *h, slab_t *s) {
 }
 
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
-  if (HAK_UNLIKELY(b == s->free)) { /* the cheap double-free check */
-    report_error("free", b, "double free of");
-    return;
-  }
-  blk_set_next(b, s->free);
+  blk_free(b, s->free);
   s->free = b;
   s->used--;
   if (owner & OWNER_FULL) {
@@ -338,7 +335,7 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   }
 }
 
-/* Blocks other threads freed into our full slabs. */
+/* Blocks other threads freed into our full slabs (marked free already). */
 static void heap_drain_delayed(heap_t *h, bool close) {
   block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
@@ -347,10 +344,28 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if ((owner & ~OWNER_FULL) == h->tid)
       heap_free_local(h, s, b, owner);
-    else
-      remote_free(s, b); /* the slab changed hands meanwhile */
+    else if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
+      ss_abandon_note_free();
     b = next;
   }
+}
+
+void heap_flush_remote(heap_t *h) {
+  if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
+}
+
+static bool list_holds(const block_t *l, const block_t *b, unsigned max) {
+  for (unsigned n = 0; l != NULL && n <= max; l = blk_next(l), n++)
+    if (l == b) return true;
+  return false;
+}
+
+bool heap_holds_free(heap_t *h, slab_t *s, const block_t *b) {
+  heap_drain_delayed(h, false);
+  remote_collect(s);
+  if (remote_pending_holds(&h->rcache, s, b)) return true;
+  /* Bounded by the slab's capacity: a corrupted list cannot loop us. */
+  return list_holds(s->free, b, s->capacity);
 }
 
 /* ---- purge --------------------------------------------------------------- */
@@ -391,6 +406,7 @@ static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
  * call look at the clock and purge what has been idle long enough. */
 static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
+  if (h->rcache.frees != 0) heap_flush_remote(h);
   if ((++h->tick & 15) == 0 &&
       atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
     uint64_t now = os_now_ms();
@@ -404,7 +420,9 @@ static void heap_maintain(heap_t *h) {
 
 void heap_drain_self(void) {
   heap_t *self = heap_front.self;
-  if (self != NULL) heap_drain_delayed(self, false);
+  if (self == NULL) return;
+  heap_flush_remote(self);
+  heap_drain_delayed(self, false);
 }
 
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
@@ -460,28 +478,45 @@ void heap_fork_child(const heap_t *keep, const heap_t *keep2) {
 
 /* ---- refill -------------------------------------------------------------- */
 
+/* A list head that is not NULL and not in its slab's block area: a link
+ * was overwritten after the block was freed. Report it, and drop the rest
+ * of the list (its blocks stay counted in use: leaked, never handed out
+ * twice). */
+static void heap_list_corrupt(slab_t *s) {
+  report_error("malloc", s->free, "heap corruption detected at");
+  s->free = NULL;
+}
+
+/* Give s a free list: what other threads freed first (reuse before
+ * touching new memory), then fresh blocks. False if s has none left. */
+static bool heap_slab_refill(slab_t *s) {
+  if (remote_collect(s) != 0) return true;
+  if (s->carved < s->capacity) {
+    ss_slab_carve(s);
+    return true;
+  }
+  return false;
+}
+
 void *heap_alloc_refill(heap_t *h, unsigned cls) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
   slab_t *s = h->cur[cls];
   for (;;) {
     if (s != &heap_empty_slab) {
-      if (s->free == NULL) {
-        if (s->carved < s->capacity) {
-          ss_slab_carve(s);
-        } else if (remote_collect(s) == 0) {
-          /* Exhausted: it leaves the current position marked full, and
-           * comes back through a free (local, delayed or at adoption). */
-          if (remote_mark_full(s, h)) s = &heap_empty_slab;
-          continue;
-        }
+      if (HAK_UNLIKELY(s->free != NULL && !slab_holds(s, s->free))) heap_list_corrupt(s);
+      if (s->free != NULL || heap_slab_refill(s)) {
+        if (HAK_LIKELY(slab_holds(s, s->free))) break;
+        heap_list_corrupt(s);
+        continue;
       }
-      if (s->free != NULL) break;
+      /* Exhausted: it leaves the current position marked full, and comes
+       * back through a free (local, delayed or at adoption). */
+      if (remote_mark_full(s, h)) s = &heap_empty_slab;
+      continue;
     }
     s = partial_pop(h, cls);
-    if (s != NULL) {
-      remote_collect(s);
-    } else {
+    if (s == NULL) {
       s = heap_new_slab(h, cls);
       if (s == NULL) {
         heap_set_current(h, cls, &heap_empty_slab);
@@ -534,6 +569,7 @@ static void heap_abandon_all(heap_t *h) {
 static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
+  heap_flush_remote(h);
   heap_drain_delayed(h, true);
   stats_thread_merge();
   for (unsigned b = 0; b < HAK_DIRECT_N; b++) heap_front.direct[b] = &heap_empty_slab;
@@ -566,8 +602,7 @@ void *heap_exit_alloc(unsigned cls) {
   void *p = NULL;
   if (h != NULL) {
     heap_front.self = h; /* for the refill path's "is it mine" checks */
-    slab_t *s = h->cur[cls];
-    p = s->free != NULL ? slab_pop(s, s->free) : heap_alloc_refill(h, cls);
+    p = heap_alloc_class(h, cls);
     heap_front.self = NULL;
   }
   pthread_mutex_unlock(&heap_exit_lock);

@@ -18,6 +18,7 @@
 #define HAK_HEAP_H
 
 #include "internal.h"
+#include "remote.h"
 #include "superslab.h"
 
 #include <pthread.h>
@@ -39,6 +40,7 @@ typedef struct heap {
   _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
+  remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
   uint32_t tick;
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
@@ -70,9 +72,23 @@ void *heap_exit_alloc(unsigned cls);
 heap_t *heap_shared_exit_heap(void);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
 void *heap_alloc_refill(heap_t *h, unsigned cls);
+/* A block of class cls from h: the current slab's list, else a refill. */
+HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
+  slab_t *s = h->cur[cls];
+  block_t *b = s->free;
+  if (HAK_LIKELY(slab_holds(s, b))) return slab_pop(s, b);
+  return heap_alloc_refill(h, cls);
+}
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
- * not take (slab full) — owner is the value read from s->owner. */
+ * not take (slab full) — owner is the value read from s->owner. The caller
+ * has checked that b is a block start and not marked free. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
+/* Is b (of slab s, owned by h) on one of h's free lists? Collects s's
+ * remote frees and h's delayed list first, so the answer is exact for
+ * everything freed through h's own lists. */
+bool heap_holds_free(heap_t *h, slab_t *s, const block_t *b);
+/* Publish the calling thread's pending remote frees. */
+void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */
 void heap_slab_emptied(heap_t *h, slab_t *s);
 /* Purge what has been idle for the purge delay (everything idle if

@@ -52,10 +52,11 @@ void init_process_slow(void) {
   int expect = 0;
   if (atomic_compare_exchange_strong(&init_state, &expect, 1)) {
     os_init();
-#if HAK_SECURE
-    if (!os_random(&ss_link_key, sizeof ss_link_key)) ss_link_key = (uintptr_t)os_now_ms() * 0x9E3779B97F4A7C15ull;
-    ss_link_key |= 1;
-#endif
+    /* Before the first block is handed out: every free-list link and free
+     * mark depends on it. */
+    uintptr_t secret;
+    if (!os_random(&secret, sizeof secret)) secret = (uintptr_t)&secret * 0x9E3779B97F4A7C15ull ^ os_now_ms();
+    if (secret != 0) ss_secret = secret;
     options_init();
     sc_init();
     prof_init();

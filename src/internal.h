@@ -20,6 +20,9 @@
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE    __attribute__((noinline))
 #define HAK_COLD        __attribute__((cold, noinline))
+/* The one slow path each way: out of line and out of the hot text, but
+ * compiled for speed (sizes above 1 KiB run through it). */
+#define HAK_SLOW        __attribute__((noinline, section(".text.unlikely.hakmem")))
 #define HAK_INLINE      static inline __attribute__((always_inline))
 #define HAK_EXPORT      __attribute__((visibility("default")))
 #define HAK_TLS         __thread __attribute__((tls_model("initial-exec")))

@@ -1,17 +1,26 @@
 /*
  * remote.c — cross-thread frees (see remote.h).
  *
+ * Batching: a remote free links the block into a chain per destination
+ * slab in the freeing thread's cache (a few ways, indexed by the slab's
+ * address); a full chain, or one evicted by another slab, is published
+ * with one CAS — the idea of tcmalloc's transfer batches and snmalloc's
+ * message queues, applied to a slab-owning design. The count travels in
+ * the thread_free word, so the owner takes a batch without walking it.
+ *
  * The full hand-shake, after mimalloc's "delayed free": the owner marks a
  * slab full by CAS-ing thread_free from empty to TF_DELAYED, so the mark and
- * a remote push can never both succeed unseen. A remote freer that finds the
- * mark pushes the block to the owner heap's delayed list instead (the owner
+ * a publish can never both succeed unseen. A publisher that finds the mark
+ * pushes the batch to the owner heap's delayed list instead (the owner
  * drains it in its slow path); if that heap is gone (list closed) or the
- * slab abandoned, the block goes on thread_free with the mark kept, and the
+ * slab abandoned, the batch goes on thread_free with the mark kept, and the
  * adopter collects it.
  */
 #include "remote.h"
+#include "heap.h"
+#include "report.h"
 
-void remote_free(slab_t *s, block_t *b) {
+static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
   for (;;) {
     if (tf & TF_DELAYED) {
@@ -20,33 +29,93 @@ void remote_free(slab_t *s, block_t *b) {
       if ((owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) && h != NULL) {
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
         while (d != HEAP_DELAYED_CLOSED) {
-          blk_set_next(b, (block_t *)d);
-          if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)b,
+          blk_set_next(tail, (block_t *)d);
+          if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head,
                                                     memory_order_release, memory_order_relaxed))
-            return;
+            return REMOTE_OK;
         }
       }
     }
-    blk_set_next(b, (block_t *)(tf & ~TF_DELAYED));
-    if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf,
-                                              (uintptr_t)b | (tf & TF_DELAYED),
-                                              memory_order_release, memory_order_relaxed))
+    blk_set_next(tail, (block_t *)(tf & TF_PTR_MASK));
+    uintptr_t count = (tf >> TF_COUNT_SHIFT) + n;
+    uintptr_t nw = (uintptr_t)head | (tf & TF_DELAYED) | (count << TF_COUNT_SHIFT);
+    if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, nw, memory_order_release,
+                                              memory_order_relaxed))
       break;
   }
-  /* A slab whose thread exited has no owner to collect this: the
-   * abandoned list reclaims it (superslab.c). */
-  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED) ss_abandon_note_free();
+  /* A slab whose thread exited has no owner to collect this: the caller
+   * tells the abandoned list (superslab.c). */
+  return atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED ? REMOTE_ABANDONED
+                                                                                : REMOTE_OK;
+}
+
+static int remote_flush_way(remote_pending_t *w) {
+  int r = remote_publish(w->slab, w->head, w->tail, w->n);
+  w->slab = NULL;
+  w->head = w->tail = NULL;
+  w->n = w->bytes = 0;
+  return r;
+}
+
+int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
+  if (rc == NULL) {
+    blk_free(b, NULL);
+    return remote_publish(s, b, b, 1);
+  }
+  int r = REMOTE_OK;
+  remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
+  if (w->slab != s) {
+    if (w->slab != NULL) r |= remote_flush_way(w);
+    w->slab = s;
+    w->tail = b;
+  }
+  blk_free(b, w->head);
+  w->head = b;
+  w->n++;
+  w->bytes += s->bsize;
+  if (w->n >= REMOTE_BATCH || w->bytes >= REMOTE_BATCH_BYTES) r |= remote_flush_way(w);
+  if (++rc->frees >= REMOTE_FLUSH_EVERY) r |= remote_flush(rc);
+  return r;
+}
+
+int remote_flush(remote_cache_t *rc) {
+  int r = REMOTE_OK;
+  for (unsigned i = 0; i < REMOTE_WAYS; i++)
+    if (rc->way[i].slab != NULL) r |= remote_flush_way(&rc->way[i]);
+  rc->frees = 0;
+  return r;
+}
+
+bool remote_pending_holds(const remote_cache_t *rc, const slab_t *s, const block_t *b) {
+  const remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
+  if (w->slab != s) return false;
+  unsigned n = 0;
+  for (const block_t *x = w->head; x != NULL && n < w->n; x = blk_next(x), n++)
+    if (x == b) return true;
+  return false;
 }
 
 unsigned remote_collect(slab_t *s) {
-  if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) return 0;
+  if (!remote_has_frees(s)) return 0;
   uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-  block_t *head = (block_t *)(tf & ~TF_DELAYED);
+  block_t *head = (block_t *)(tf & TF_PTR_MASK);
   if (head == NULL) return 0;
-  unsigned n = 1;
-  block_t *last = head;
-  for (block_t *nx; (nx = blk_next(last)) != NULL; last = nx) n++;
-  blk_set_next(last, s->free);
+  unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
+  if (s->free != NULL) {
+    /* Rare (adoption, thread exit, a refill's leftovers): splice in front
+     * of the owner's list. The count bounds the walk, and every link is
+     * checked: a corrupted one is reported and the list cut there. */
+    block_t *last = head;
+    for (unsigned i = 1; i < n; i++) {
+      block_t *nx = blk_next(last);
+      if (!slab_holds(s, nx)) {
+        report_error("free", last, "heap corruption detected at");
+        break;
+      }
+      last = nx;
+    }
+    blk_set_next(last, s->free);
+  }
   s->free = head;
   HAK_ASSERT(s->used >= n);
   s->used = (uint16_t)(s->used - n);
@@ -63,7 +132,7 @@ bool remote_mark_full(slab_t *s, heap_t *h) {
 }
 
 void remote_clear_mark(slab_t *s) {
-  /* A CAS loop, not exchange-then-store: a push may land in between. */
+  /* A CAS loop, not exchange-then-store: a publish may land in between. */
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
   while ((tf & TF_DELAYED) &&
          !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,

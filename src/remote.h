@@ -1,32 +1,71 @@
 /*
  * remote.h — frees that cross threads.
  *
- * Owns: the lock-free per-slab thread_free stacks and the per-heap delayed
- * list, and the full/not-full hand-shake between a slab's owner and remote
- * freers (see superslab.h for the owner field).
+ * Owns: the lock-free per-slab thread_free lists, the per-heap delayed
+ * list, the full/not-full hand-shake between a slab's owner and remote
+ * freers (see superslab.h for the owner field), and each thread's cache of
+ * pending remote frees.
  * Promises: a block freed by a thread that does not own its slab is never
- * lost: it lands on the slab's thread_free (collected by the owner's slow
- * path, or by whoever adopts the slab) or, when the slab was full, on the
- * owner heap's delayed list so that the owner notices it. Pushes are one CAS.
- * May call: atomics; superslab (a free into an abandoned slab is noted).
+ * lost: it waits in the freeing thread's cache (at most REMOTE_BATCH blocks
+ * or REMOTE_BATCH_BYTES per slab, REMOTE_WAYS slabs), then a whole batch is
+ * published with one CAS onto the slab's thread_free (the owner collects it
+ * with one exchange, already counted) or, when the slab was full, onto the
+ * owner heap's delayed list so that the owner notices it. The cache is
+ * flushed whenever the thread reaches an allocation slow path, every
+ * REMOTE_FLUSH_EVERY remote frees, on hak_collect and at thread exit.
+ * A leaf: it calls no other component; where a publish found the slab
+ * abandoned it says so, and the caller tells the abandoned list.
+ * May call: report (a corrupted list); reads superslab.h's and heap.h's
+ * inline accessors.
  */
 #ifndef HAK_REMOTE_H
 #define HAK_REMOTE_H
 
-#include "heap.h"
+#include "superslab.h"
 
-/* Any thread that does not own s. */
-void remote_free(slab_t *s, block_t *b);
-/* Owner: move s's thread_free blocks onto s->free; returns how many. */
+struct heap;
+
+#define REMOTE_WAYS 8
+#define REMOTE_BATCH 32
+#define REMOTE_BATCH_BYTES ((uint32_t)16384)
+#define REMOTE_FLUSH_EVERY 1024
+
+typedef struct remote_pending {
+  slab_t *slab;          /* NULL: way unused */
+  block_t *head, *tail;  /* chain of blocks of slab, linked and marked */
+  uint32_t n, bytes;
+} remote_pending_t;
+
+typedef struct remote_cache {
+  remote_pending_t way[REMOTE_WAYS];
+  uint32_t frees;        /* remote frees since the last full flush */
+} remote_cache_t;
+
+/* What a publish found. */
+enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
+
+/* Any thread that does not own s: hand b (not yet marked) to s's owner
+ * through the cache rc (NULL: publish at once). Returns REMOTE_ABANDONED if
+ * a publish reached a slab whose thread exited. */
+int remote_free(remote_cache_t *rc, slab_t *s, block_t *b);
+/* Publish every pending batch of rc. */
+int remote_flush(remote_cache_t *rc);
+/* Is b waiting in rc (a block this thread freed, not yet published)? */
+bool remote_pending_holds(const remote_cache_t *rc, const slab_t *s, const block_t *b);
+/* Owner: move s's thread_free blocks onto its lists; returns how many. */
 unsigned remote_collect(slab_t *s);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first
  * (collect them instead). */
-bool remote_mark_full(slab_t *s, heap_t *h);
+bool remote_mark_full(slab_t *s, struct heap *h);
 /* Owner or adopter: drop the full mark, keeping any pushed blocks. */
 void remote_clear_mark(slab_t *s);
 /* Owner: s (full) got a block back. */
-void remote_unmark_full(slab_t *s, heap_t *h);
+void remote_unmark_full(slab_t *s, struct heap *h);
 /* Owner: take the delayed list; close it for good when the thread exits. */
-block_t *remote_delayed_take(heap_t *h, bool close);
+block_t *remote_delayed_take(struct heap *h, bool close);
+/* Does s have remote frees waiting? */
+HAK_INLINE bool remote_has_frees(const slab_t *s) {
+  return (atomic_load_explicit(&s->thread_free, memory_order_relaxed) & TF_PTR_MASK) != 0;
+}
 
 #endif

@@ -18,37 +18,13 @@
 
 #define SS_CACHE_MAX ((unsigned)opt.ss_cache)
 
+uintptr_t ss_secret = 0x9E3779B97F4A7C15ull; /* replaced by a random value at start-up */
+
 #if HAK_SECURE
-uintptr_t ss_link_key;
-/* Secure layout inside the header slab: descriptors, a guard page, then
- * the allocation bitmaps (64 words per slab). The last page of the
- * superslab is a guard too, so the last slab is left unused. */
-#define SS_GUARD_OFFSET ((size_t)8192)
-#define SS_BITMAP_OFFSET ((size_t)16384)
-
-static _Atomic uint64_t *ss_bitmap(slab_t *s) {
-  return (_Atomic uint64_t *)((uint8_t *)ss_of_slab(s) + SS_BITMAP_OFFSET) + (size_t)s->index * 64;
-}
-
-static bool ss_block_index(slab_t *s, const void *p, size_t *idx) {
-  size_t off = (size_t)((const uint8_t *)p - s->area);
-  *idx = off / s->bsize;
-  return (const uint8_t *)p >= s->area && off % s->bsize == 0 && *idx < s->capacity;
-}
-
-bool ss_secure_mark_alloc(slab_t *s, const void *p) {
-  size_t i;
-  if (!ss_block_index(s, p, &i)) return false;
-  uint64_t bit = (uint64_t)1 << (i & 63);
-  return !(atomic_fetch_or_explicit(&ss_bitmap(s)[i >> 6], bit, memory_order_relaxed) & bit);
-}
-
-bool ss_secure_mark_free(slab_t *s, const void *p) {
-  size_t i;
-  if (!ss_block_index(s, p, &i)) return false;
-  uint64_t bit = (uint64_t)1 << (i & 63);
-  return (atomic_fetch_and_explicit(&ss_bitmap(s)[i >> 6], ~bit, memory_order_relaxed) & bit) != 0;
-}
+/* Secure layout inside the header slab: descriptors up to 8.2 KiB, then a
+ * guard page. The last page of the superslab is a guard too, so the last
+ * slab is left unused. */
+#define SS_GUARD_OFFSET ((size_t)12288)
 #endif
 
 static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,7 +43,6 @@ static superslab_t *ss_abandoned[SS_KINDS];
 static _Atomic int ss_abandon_pending;
 
 static void ss_header_init(superslab_t *ss, unsigned kind) {
-  ss->magic = SS_MAGIC;
   ss->kind = (uint8_t)kind;
   ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
                    : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
@@ -91,7 +66,8 @@ static void ss_header_init(superslab_t *ss, unsigned kind) {
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     s->index = i;
     s->free = NULL;
-    s->used = 0;
+      s->used = 0;
+    s->span = 0;
   }
 }
 
@@ -135,7 +111,6 @@ void ss_release(superslab_t *ss) {
   if (ss->all_next) ss->all_next->all_prev = ss->all_prev;
   ss_live--;
   pthread_mutex_unlock(&ss_registry_lock);
-  ss->magic = 0;
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
   if (keep) {
     /* Decommit before publishing: once in the cache another thread may take
@@ -290,7 +265,6 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   size_t room = ss_slab_room(ss, idx);
 #if HAK_SECURE
   if (ss->kind == SS_KIND_BIG) room -= HAK_PAGE_MAX; /* keep clear of the end guard */
-  memset((uint8_t *)ss + SS_BITMAP_OFFSET + (size_t)idx * 64 * sizeof(uint64_t), 0, 64 * sizeof(uint64_t));
 #endif
   s->capacity = (uint16_t)(room / s->bsize);
   s->carved = 0;
@@ -299,6 +273,10 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   s->index = idx;
   s->next = s->prev = NULL;
   s->area = (uint8_t *)ss + ((size_t)idx << ss->slab_shift) + off;
+  s->span = (uint64_t)s->capacity * s->bsize;
+  /* ceil(2^64 / bsize); exactly 2^64 / bsize for a power of two. */
+  s->div_mul = UINT64_MAX / s->bsize + 1;
+  s->div_base = (uint64_t)(uintptr_t)s->area * s->div_mul;
   atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
   atomic_store_explicit(&s->owner, owner, memory_order_release);
   return s;
@@ -315,7 +293,7 @@ void ss_slab_carve(slab_t *s) {
   /* Link the batch in a random order, so the addresses of consecutive
    * allocations are not predictable. */
   static HAK_TLS uint64_t rng;
-  if (rng == 0) rng = ss_link_key | 1;
+  if (rng == 0) rng = ss_secret | 1;
   uint16_t order[256];
   for (unsigned i = 0; i < n; i++) order[i] = (uint16_t)i;
   for (unsigned i = n - 1; i > 0; i--) {

@@ -31,57 +31,92 @@
 
 struct heap;
 
+/* A free block: the encoded link to the next free block, then the mark that
+ * says "this block is free" (blocks are at least 16 bytes). */
 typedef struct block {
-  struct block *next;
+  uintptr_t next_enc;
+  uintptr_t mark;
 } block_t;
 
 #define OWNER_FULL      ((uintptr_t)1)
 #define OWNER_ABANDONED ((uintptr_t)2)
 #define OWNER_UNUSED    ((uintptr_t)4)
-#define TF_DELAYED      ((uintptr_t)1)
 
+/* thread_free: the pointer to the newest remotely freed block, TF_DELAYED
+ * in bit 0, and in bits 48..63 how many blocks the list holds, so that the
+ * owner collects a whole list with one exchange and never walks it (the
+ * blocks were just written by another core: every step would miss). */
+#define TF_DELAYED      ((uintptr_t)1)
+#define TF_COUNT_SHIFT  48
+#define TF_PTR_MASK     ((((uintptr_t)1 << TF_COUNT_SHIFT) - 1) & ~TF_DELAYED)
+
+/* Two cache lines. The first holds what malloc's and free's fast paths
+ * touch, written only by the owner; the second what other threads write
+ * (thread_free) and the cold list fields, so a remote free never steals
+ * the owner's hot line. */
 typedef struct slab {
-  block_t *free;          /* blocks ready for malloc (owner only) */
+  block_t *free;              /* malloc pops here (owner only) */
   _Atomic uintptr_t owner;    /* see protocol above */
-  uint16_t used;              /* blocks handed out or on thread_free */
+  uint8_t *area;              /* first block */
+  uint64_t div_mul;           /* ceil(2^64 / bsize): block-start check */
+  uint64_t div_base;          /* area * div_mul (mod 2^64) */
+  uint64_t span;              /* capacity * bsize: the block area's bytes */
+  uint64_t pad0;
+  uint16_t used;              /* blocks not on `free` (handed out, or freed remotely) */
   uint16_t capacity;          /* blocks in the slab */
+  uint32_t bsize;             /* block size */
+  /* second line */
+  _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48 */
+  struct slab *next;          /* owner heap's partial list */
+  union {
+    struct slab *prev;        /* in use: partial list */
+    uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
+  };
   uint16_t carved;            /* blocks carved from fresh memory so far */
   uint8_t cls;                /* size class */
   uint8_t in_partial;         /* on the owner heap's partial list */
-  uint32_t bsize;             /* block size */
   uint32_t index;             /* slab index in its superslab */
-  _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED */
-  struct slab *next;      /* owner heap's partial list */
-  union {
-    struct slab *prev;    /* in use: partial list */
-    uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
-  };
-  uint8_t *area;              /* first block */
+  uint8_t pad[32];
 } slab_t;
 
-_Static_assert(sizeof(slab_t) == 64, "slab descriptor is one cache line");
+_Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
+_Static_assert(__builtin_offsetof(slab_t, thread_free) == 64, "remote frees write the second line");
 
-/* Free-list links. The secure build stores them XOR-ed with a per-process
- * random key and the slot's address (as glibc's safe-linking does with the
- * address), so a use-after-free write cannot forge a pointer. */
-#if HAK_SECURE
-extern uintptr_t ss_link_key;
-HAK_INLINE block_t *blk_next(const block_t *b) {
-  return (block_t *)((uintptr_t)b->next ^ ss_link_key ^ ((uintptr_t)b >> 12));
+/* The per-process secret (set once at start-up, never 0). A free block's
+ * mark is the secret XOR its address, and its link is the next block's
+ * address XOR that mark: a live block's data matches neither except by a
+ * chance of 2^-64, a use-after-free write into a free block turns its link
+ * into a pointer the pop rejects (it must land in the slab's block area),
+ * and a mark copied to another address is wrong there. */
+extern uintptr_t ss_secret __attribute__((visibility("hidden")));
+HAK_INLINE uintptr_t blk_mark(const void *b) { return ss_secret ^ (uintptr_t)b; }
+HAK_INLINE block_t *blk_next(const block_t *b) { return (block_t *)(b->next_enc ^ blk_mark(b)); }
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) { b->next_enc = (uintptr_t)n ^ blk_mark(b); }
+/* b goes on a free list: linked to next and marked free. */
+HAK_INLINE void blk_free(block_t *b, block_t *next) {
+  uintptr_t m = blk_mark(b);
+  b->next_enc = (uintptr_t)next ^ m;
+  b->mark = m;
 }
-HAK_INLINE void blk_set_next(block_t *b, block_t *n) {
-  b->next = (block_t *)((uintptr_t)n ^ ss_link_key ^ ((uintptr_t)b >> 12));
+HAK_INLINE bool blk_is_marked(const block_t *b) { return b->mark == blk_mark(b); }
+
+/* Does p lie in s's block area? For a popped list head this is both the
+ * "not empty" test (NULL lies outside) and the check of a decoded link. */
+HAK_INLINE bool slab_holds(const slab_t *s, const void *p) {
+  return (uintptr_t)p - (uintptr_t)s->area < s->span;
 }
-#else
-HAK_INLINE block_t *blk_next(const block_t *b) { return b->next; }
-HAK_INLINE void blk_set_next(block_t *b, block_t *n) { b->next = n; }
-#endif
+/* Is p the start of a block of s (and not below its area)? No division:
+ * for n = p - area below 2^32, n * ceil(2^64/bsize) mod 2^64 is a small
+ * number (below n) when bsize divides n and at least 2^44 when it does
+ * not (the divisibility test of Lemire, Kaser and Kurz, "Faster remainder
+ * by direct computation", 2019). */
+HAK_INLINE bool slab_is_block_start(const slab_t *s, const void *p) {
+  return (((uintptr_t)p * s->div_mul - s->div_base) >> 32) == 0;
+}
 
 enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
-#define SS_MAGIC 0x48414b53u /* "HAKS" */
-
 typedef struct superslab {
-  uint32_t magic;
+  uint32_t pad0;
   uint8_t kind;
   uint8_t slab_shift;
   uint8_t nslabs;             /* slabs first_slab..nslabs-1 hold blocks */
@@ -120,7 +155,6 @@ HAK_INLINE slab_t *ss_slab_of(const void *p, unsigned shift) {
   return (slab_t *)((a & ~(uintptr_t)HAK_SS_MASK) + SS_SLABS_OFFSET) +
          ((a & HAK_SS_MASK) >> shift);
 }
-HAK_INLINE superslab_t *ss_of_slab(const slab_t *s) { return ss_of(s); }
 HAK_INLINE uint64_t ss_all_mask(const superslab_t *ss) {
   uint64_t upto = ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1);
   return upto & ~(((uint64_t)1 << ss->first_slab) - 1);
@@ -132,22 +166,12 @@ HAK_INLINE size_t ss_slab_room(const superslab_t *ss, unsigned idx) {
   return ((size_t)1 << ss->slab_shift) - ss_area_offset(idx);
 }
 
-#if HAK_SECURE
-/* Allocation bitmap of each slab (bit set = block handed out), kept in the
- * header slab behind a guard page. Returns false when the block is not a
- * block start or, on free, not allocated (double or invalid free). */
-bool ss_secure_mark_alloc(slab_t *s, const void *p);
-bool ss_secure_mark_free(slab_t *s, const void *p);
-#endif
-
-/* Take b (== s->free) off the slab's free list. */
+/* Take b (== s->free, inside the block area) off the slab's free list:
+ * its mark is cleared, so freeing it again is seen for what it is. */
 HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
   s->free = blk_next(b);
+  b->mark = 0;
   s->used++;
-#if HAK_SECURE
-  if (HAK_UNLIKELY((s->free != NULL && ss_of(s->free) != ss_of(b)) || !ss_secure_mark_alloc(s, b)))
-    report_corruption(b);
-#endif
   return b;
 }
 

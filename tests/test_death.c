@@ -266,7 +266,7 @@ static void case_corrupt_link(void)
   /* the last freed block is the head of the free list: smash its link */
   void *h = opaque_ptr(p[7]);
   memset(h, 0x41, 16);
-  printf("EXPECT hakmem: heap corruption detected at \n");
+  printf("EXPECT hakmem: malloc(): heap corruption detected at \n");
   fflush(stdout);
   for (int i = 0; i < 8; i++) p[i] = malloc(64);
   for (int i = 0; i < 8; i++) free(p[i]);
@@ -305,13 +305,13 @@ static const dcase_t cases[] = {
     {"free_static", case_free_static, FL_ALL, 0, 0, NULL},
     {"free_interior_large", case_free_interior_large, FL_ALL, 0, 0, NULL},
     {"free_interior_huge", case_free_interior_huge, FL_ALL, 0, 0, NULL},
-    {"free_interior_small", case_free_interior_small, FL_SECURE | FL_DEBUG, 0, 0, NULL},
+    {"free_interior_small", case_free_interior_small, FL_ALL, 0, 0, NULL},
     {"realloc_garbage", case_realloc_garbage, FL_ALL, 0, 0, NULL},
     {"realloc_stack", case_realloc_stack, FL_ALL, 0, 0, NULL},
     {"usable_garbage", case_usable_garbage, FL_ALL, 0, 0, NULL},
     /* free(p); free(p): p is the head of its free list (the fast path checks) */
     {"double_small", case_double_small, FL_ALL, 0, 0, NULL},
-    {"double_deep", case_double_deep, FL_SECURE | FL_DEBUG, 0, 0, NULL},
+    {"double_deep", case_double_deep, FL_ALL, 0, 0, NULL},
     {"double_retired", case_double_retired, FL_ALL, 0, 0, NULL},
     /* the profiler sends every free through the slow path (head-of-list check) */
     {"double_small_prof", case_double_small, FL_ALL, 0, 0, "HAKMEM_PROF=1"},
@@ -319,7 +319,7 @@ static const dcase_t cases[] = {
     {"free_sized_wrong", case_free_sized_wrong, FL_DEBUG, 0, 0, NULL},
     {"double_large", case_double_large, FL_ALL, 0, 0, NULL},
     {"double_huge", case_double_huge, FL_ALL, 0, 0, "HAKMEM_LARGE_CACHE=0"},
-    {"corrupt_link", case_corrupt_link, FL_SECURE, 1, 0, NULL},
+    {"corrupt_link", case_corrupt_link, FL_ALL, 0, 0, NULL},
     {"libc_forward", case_libc_forward, FL_ALL, 0, 1, NULL},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
