@@ -39,16 +39,19 @@ else()
 endif()
 
 # ---- Debian package (CPack) ----------------------------------------------
-# The package's paths are the configured ones, so the tree must be
-# configured for /usr: GNUInstallDirs then picks lib/<multiarch> and the
+# The DEB generator installs under /usr (its default packaging prefix), but
+# the directories below it are the ones configured, so the tree must be
+# configured for /usr too: GNUInstallDirs then picks lib/<multiarch> and the
 # launcher's fallback path is the installed library.
 set(CPACK_GENERATOR "DEB")
+# `make package_source` (which include(CPack) also defines): the sources
+# without build trees or git metadata.
 set(CPACK_SOURCE_GENERATOR "TGZ")
+set(CPACK_SOURCE_IGNORE_FILES "/\\.git" "/build[^/]*/")
 set(CPACK_PACKAGE_NAME "hakmem")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "hakmem developers")
 set(CPACK_PACKAGE_CONTACT "hakmem developers")
-set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "general-purpose memory allocator replacing malloc")
 set(CPACK_PACKAGE_DESCRIPTION
   "hakmem replaces malloc, free, the other C allocation functions and C++\n\
@@ -69,7 +72,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 include(CPack)
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  message(STATUS "hakmem: cpack in this tree packages for ${CMAKE_INSTALL_PREFIX}; `make deb` uses a tree for /usr")
+  message(STATUS "hakmem: this tree is configured for ${CMAKE_INSTALL_PREFIX}, so its Debian package would not use the multiarch libdir: `make deb` configures one for /usr")
 endif()
 
 # ---- tests -----------------------------------------------------------------
