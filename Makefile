@@ -2,13 +2,14 @@
 #   make        build the libraries, tests and benchmarks (Release)
 #   make test   build and run the CTest suite (what CI runs)
 #   make bench  build, install the peer allocators, run the comparison
+#   make deb    the Debian package, from a tree configured for /usr (packaging/README.md)
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 PREFIX ?= /usr/local
 
-.PHONY: all build test bench bench-quick bench-instr install clean
+.PHONY: all build test bench bench-quick bench-instr install deb clean
 
 all: build
 
@@ -32,6 +33,11 @@ bench-instr: build
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb:
+	cmake -S . -B $(BUILD)/pkg -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DHAKMEM_BUILD_TESTS=OFF -DHAKMEM_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)/pkg -j $(JOBS)
+	cd $(BUILD)/pkg && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD)
