@@ -6,7 +6,6 @@
 #include "heap.h"
 #include "decay.h"
 #include "report.h"
-#include "large.h"
 #include "options.h"
 #include "os.h"
 #include "remote.h"

@@ -58,7 +58,8 @@ void init_process_slow(void) {
     if (!os_random(&secret, sizeof secret)) secret = (uintptr_t)&secret * 0x9E3779B97F4A7C15ull ^ os_now_ms();
     if (secret != 0) ss_secret = secret;
     options_init();
-    sc_init();
+    os_set_thp(opt.thp);
+    sc_init(opt.refill_bytes);
     prof_init();
     stats_init();
     heap_process_init();

@@ -7,7 +7,6 @@
  * [base, base+size) stays mapped. May call: libc syscall wrappers.
  */
 #include "os.h"
-#include "options.h"
 
 #include <errno.h>
 #include <string.h>
@@ -23,6 +22,11 @@ size_t os_page_size = 4096;
  * addresses top-down, so asking just below the previous aligned mapping
  * usually yields an aligned range at the cost of one mmap. */
 static _Atomic uintptr_t os_hint;
+/* HAKMEM_THP, handed over by init.c once the options are read (the bottom
+ * layer reads no option itself). */
+static int os_thp = OS_THP_DEFAULT;
+
+void os_set_thp(int mode) { os_thp = mode; }
 
 void os_init(void) {
   long ps = sysconf(_SC_PAGESIZE);
@@ -67,9 +71,9 @@ void *os_map(size_t size) {
  * pay off; the advice is a hint the kernel may ignore. */
 static void os_advise_thp(void *p, size_t size) {
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-  if (opt.thp == HAK_THP_ALWAYS)
+  if (os_thp == OS_THP_ALWAYS)
     madvise(p, size, MADV_HUGEPAGE);
-  else if (opt.thp == HAK_THP_NEVER)
+  else if (os_thp == OS_THP_NEVER)
     madvise(p, size, MADV_NOHUGEPAGE);
 #else
   (void)p, (void)size;

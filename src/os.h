@@ -5,7 +5,7 @@
  * the monotonic clock and raw writes to stderr (never stdio, which may
  * allocate). Promises: functions return NULL / false on failure and never
  * allocate; counters of calls and bytes are kept here (cold path only).
- * May call: libc system-call wrappers; reads the options snapshot (THP).
+ * May call: libc system-call wrappers.
  */
 #ifndef HAK_OS_H
 #define HAK_OS_H
@@ -26,6 +26,9 @@ extern os_stats_t os_stats;
 extern size_t os_page_size;
 
 void os_init(void);
+/* Transparent huge pages for aligned regions (values as HAKMEM_THP's). */
+enum { OS_THP_DEFAULT = 0, OS_THP_ALWAYS = 1, OS_THP_NEVER = 2 };
+void os_set_thp(int mode);
 /* Anonymous read-write mapping of size bytes (page multiple). */
 void *os_map(size_t size);
 /* Mapping of size bytes whose base is a multiple of align (power of two,

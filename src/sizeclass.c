@@ -4,7 +4,6 @@
  * May call: nothing.
  */
 #include "sizeclass.h"
-#include "options.h"
 
 uint8_t sc_bucket_class[HAK_DIRECT_N];
 uint32_t sc_size[HAK_NCLASS];
@@ -17,13 +16,13 @@ static uint32_t sc_size_of_class(unsigned c) {
   return (uint32_t)((5u + sub) << (b - 2));
 }
 
-void sc_init(void) {
+void sc_init(size_t refill_bytes) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     sc_size[c] = sc_size_of_class(c);
     /* A refill carves about one page (at least one block, at most 256):
      * linking the blocks touches their memory, so a bigger batch would
      * fault in pages the program may never use. */
-    uint32_t n = (uint32_t)(opt.refill_bytes / sc_size[c]);
+    uint32_t n = (uint32_t)(refill_bytes / sc_size[c]);
     sc_batch[c] = (uint16_t)(n < 1 ? 1 : n > 256 ? 256 : n);
     sc_bucket_lo[c] = 1;
     sc_bucket_hi[c] = 0;

@@ -20,7 +20,8 @@ extern uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct buc
 #define HAK_CLASS_MEDIUM_FIRST 24 /* classes >= this (2.5 KiB..) live in 512 KiB slabs */
 #define HAK_CLASS_BIG_FIRST 44    /* classes >= this (80 KiB..) in 4 MiB slabs */
 
-void sc_init(void);
+/* refill_bytes: HAKMEM_REFILL_BYTES, the bytes one carve batch covers. */
+void sc_init(size_t refill_bytes);
 
 /* Class of the sizes 129 B..1 MiB by arithmetic: s = size-1 lies in
  * [2^b, 2^(b+1)); the two bits below the top pick one of four classes. */
