@@ -40,6 +40,7 @@ static void *alloc_class(unsigned cls) {
  * first statements are initialisation and the bypass. */
 void *alloc_slow(size_t size) {
   heap_t *h = heap_front.heap;
+  if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);
   HAK_STAT(ST_SLOW);
   HAK_STAT(ST_ALLOC);
   if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
@@ -88,6 +89,7 @@ static void free_small(void *p, unsigned shift, const char *call) {
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
+    if (HAK_DEBUG) slab_check(h, s);
     heap_free_local(h, s, b, owner);
     decay_poll();
     return;
@@ -115,7 +117,10 @@ static void free_any(void *p, const char *call) {
     report_invalid(call, p);
 }
 
-void free_slow(void *p) { free_any(p, "free"); }
+void free_slow(void *p) {
+  if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);
+  free_any(p, "free");
+}
 
 void alloc_free_sized(void *p, size_t size) {
   if (!HAK_DEBUG) {

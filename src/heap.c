@@ -243,9 +243,8 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
     heap_due(h, ss->last_free_ms + opt.purge_delay_ms);
   }
   ss_set_heap(ss, h);
-  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
-    if (ss->free_mask & ((uint64_t)1 << i)) continue;
-    slab_t *s = &ss->slabs[i];
+  slab_t *s;
+  SS_FOR_EACH_USED(ss, s) {
     /* Strip the full mark too: the slab starts its new life unmarked. */
     remote_clear_mark(s);
     s->in_partial = 0;
@@ -479,11 +478,12 @@ void heap_fork_child(const heap_t *keep, const heap_t *keep2) {
 
 /* A list head that is not NULL and not in its slab's block area: a link
  * was overwritten after the block was freed. Report it, and drop the rest
- * of the list (its blocks stay counted in use: leaked, never handed out
- * twice). */
+ * of the list (its blocks count as in use from now on: leaked, never
+ * handed out twice). */
 static void heap_list_corrupt(slab_t *s) {
   report_error("malloc", s->free, "heap corruption detected at");
   s->free = NULL;
+  s->used = s->carved;
 }
 
 /* Give s a free list: what other threads freed first (reuse before
@@ -541,9 +541,8 @@ static void heap_abandon_all(heap_t *h) {
     superslab_t *ss = h->ss_head[k];
     while (ss != NULL) {
       superslab_t *next = ss->next;
-      for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
-        if (ss->free_mask & ((uint64_t)1 << i)) continue;
-        slab_t *s = &ss->slabs[i];
+      slab_t *s;
+      SS_FOR_EACH_USED(ss, s) {
         remote_clear_mark(s);
         remote_collect(s);
         s->in_partial = 0;
@@ -616,4 +615,63 @@ void heap_lock_all(void) {
 void heap_unlock_all(void) {
   pthread_mutex_unlock(&heap_pool_lock);
   pthread_mutex_unlock(&heap_exit_lock);
+}
+
+/* ---- invariants (the debug build runs these at every slow path) ---------- */
+
+#define HEAP_CHECK(e) ((e) ? (void)0 : os_assert_fail(#e, __FILE__, __LINE__))
+
+void slab_check(const heap_t *h, const slab_t *s) {
+  if (s == &heap_empty_slab) return;
+  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+  HEAP_CHECK((owner & ~OWNER_FULL) == h->tid);
+  HEAP_CHECK(s->carved <= s->capacity && s->used <= s->carved);
+  HEAP_CHECK(s->span == (uint64_t)s->capacity * s->bsize && s->bsize == sc_size[s->cls]);
+  HEAP_CHECK(ss_of(s->area) == ss_of(s) && s->capacity > 0);
+  /* Every block on the free list lies in the area and starts a block; the
+   * list holds exactly the carved blocks not in use. */
+  unsigned n = 0;
+  for (const block_t *b = s->free; b != NULL; b = blk_next(b)) {
+    /* A link outside the area was overwritten by the program (a use after
+     * free), not broken by hakmem: the pop reports it as such. */
+    if (!slab_holds(s, b)) return;
+    HEAP_CHECK(n < s->carved);
+    HEAP_CHECK(slab_is_block_start(s, b));
+    n++;
+  }
+  HEAP_CHECK(n == (unsigned)(s->carved - s->used));
+  if (owner & OWNER_FULL) HEAP_CHECK(s->free == NULL && s->carved == s->capacity);
+}
+
+void heap_check(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    const slab_t *cur = h->cur[c];
+    if (cur != &heap_empty_slab) {
+      HEAP_CHECK(cur->cls == c && !cur->in_partial);
+      slab_check(h, cur);
+    }
+    const slab_t *prev = NULL;
+    unsigned n = 0;
+    for (const slab_t *s = h->partial[c]; s != NULL; prev = s, s = s->next) {
+      HEAP_CHECK(s->in_partial && s->cls == c && s->prev == prev && s != cur);
+      HEAP_CHECK((atomic_load_explicit(&s->owner, memory_order_relaxed) & ~OWNER_FULL) == h->tid);
+      HEAP_CHECK(++n <= 1u << 20);
+    }
+    HEAP_CHECK(h->partial_tail[c] == prev);
+  }
+  pthread_mutex_lock((pthread_mutex_t *)&h->lock);
+  for (unsigned k = 0; k < SS_KINDS; k++) {
+    const superslab_t *prev = NULL;
+    for (const superslab_t *ss = h->ss_head[k]; ss != NULL; prev = ss, ss = ss->next) {
+      HEAP_CHECK(ss_heap(ss) == h && ss->listed && ss->kind == k && ss->prev == prev);
+      /* A slab is free in the mask exactly when nobody owns it. */
+      for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+        uintptr_t o = atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed);
+        HEAP_CHECK(((ss->free_mask >> i) & 1) == (o == OWNER_UNUSED));
+        if (o != OWNER_UNUSED) HEAP_CHECK((o & ~OWNER_FULL) == h->tid);
+      }
+    }
+    HEAP_CHECK(h->ss_tail[k] == prev);
+  }
+  pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
 }

@@ -106,6 +106,14 @@ size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
  * exist in the child; their superslabs are abandoned by superslab.c. */
 void heap_fork_child(const heap_t *keep, const heap_t *keep2);
 
+/* Invariant checkers (stop the process with the failed condition): the
+ * calling thread's heap h — its slab lists, its superslabs' free masks and
+ * owners, its current slabs — and one slab s owned by h, whose free list
+ * must hold exactly its carved blocks not in use, each a marked block
+ * start in its area. The debug build runs them at every slow path. */
+void heap_check(heap_t *h);
+void slab_check(const heap_t *h, const slab_t *s);
+
 void heap_lock_all(void);
 void heap_unlock_all(void);
 

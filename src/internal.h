@@ -65,9 +65,11 @@
 #define HAK_SECURE 0
 #endif
 
+/* Reports a failed internal check and stops (os.c; every build has it: the
+ * invariant checkers use it too). */
+void os_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn, cold));
 #if defined(HAKMEM_DEBUG) && HAKMEM_DEBUG
 #define HAK_DEBUG 1
-void os_assert_fail(const char *expr, const char *file, int line);
 #define HAK_ASSERT(e) ((e) ? (void)0 : os_assert_fail(#e, __FILE__, __LINE__))
 #else
 #define HAK_DEBUG 0

@@ -82,6 +82,16 @@ static size_t large_cache_bytes;
  * well-defined; a stale value only costs a lock round-trip or a miss). */
 static void large_cache_set_n(unsigned n) { __atomic_store_n(&large_cache_n, n, __ATOMIC_RELAXED); }
 
+/* Under large_lock: take entry i out of the cache (the last one fills the
+ * gap; the order means nothing). */
+static large_slot_t large_cache_remove(unsigned i) {
+  large_slot_t e = large_cache[i];
+  large_cache_bytes -= e.size;
+  large_cache[i] = large_cache[large_cache_n - 1];
+  large_cache_set_n(large_cache_n - 1);
+  return e;
+}
+
 static large_arena_t *large_arenas;
 static uint64_t large_next_purge_ms;
 /* Bytes of free arena spans that may be resident: they go back by time
@@ -235,11 +245,9 @@ static uint8_t *large_cache_take(size_t need, size_t *size_out) {
   }
   uint8_t *base = NULL;
   if (best >= 0) {
-    base = large_cache[best].base;
-    *size_out = large_cache[best].size;
-    large_cache_bytes -= large_cache[best].size;
-    large_cache[best] = large_cache[large_cache_n - 1];
-    large_cache_set_n(large_cache_n - 1);
+    large_slot_t e = large_cache_remove((unsigned)best);
+    base = e.base;
+    *size_out = e.size;
   }
   pthread_mutex_unlock(&large_lock);
   return base;
@@ -341,10 +349,7 @@ static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t
   uint64_t delay = opt.purge_delay_ms;
   for (unsigned i = 0; i < large_cache_n;) {
     if (force || now - large_cache[i].freed_ms >= delay) {
-      drop[nd++] = large_cache[i];
-      large_cache_bytes -= large_cache[i].size;
-      large_cache[i] = large_cache[large_cache_n - 1];
-      large_cache_set_n(large_cache_n - 1);
+      drop[nd++] = large_cache_remove(i);
     } else {
       if (next != NULL && large_cache[i].freed_ms + delay < *next) *next = large_cache[i].freed_ms + delay;
       i++;
@@ -406,10 +411,7 @@ void large_free(void *p, unsigned v, const char *call) {
       unsigned oldest = 0;
       for (unsigned i = 1; i < large_cache_n; i++)
         if (large_cache[i].freed_ms < large_cache[oldest].freed_ms) oldest = i;
-      drop[nd++] = large_cache[oldest];
-      large_cache_bytes -= large_cache[oldest].size;
-      large_cache[oldest] = large_cache[large_cache_n - 1];
-      large_cache_set_n(large_cache_n - 1);
+      drop[nd++] = large_cache_remove(oldest);
     }
     large_cache[large_cache_n] = (large_slot_t){base, size, now};
     large_cache_set_n(large_cache_n + 1);

@@ -220,7 +220,6 @@ bool os_random(void *buf, size_t n) {
   return getrandom(buf, n, GRND_NONBLOCK) == (ssize_t)n;
 }
 
-#if HAK_DEBUG
 void os_assert_fail(const char *expr, const char *file, int line) {
   char num[24];
   os_fmt_dec(num, (uint64_t)line);
@@ -233,4 +232,3 @@ void os_assert_fail(const char *expr, const char *file, int line) {
   os_write_err("\n");
   __builtin_trap();
 }
-#endif

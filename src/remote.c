@@ -110,6 +110,7 @@ unsigned remote_collect(slab_t *s) {
       block_t *nx = blk_next(last);
       if (!slab_holds(s, nx)) {
         report_error("free", last, "heap corruption detected at");
+        n = i; /* the rest is dropped: it stays counted in use */
         break;
       }
       last = nx;

@@ -37,9 +37,12 @@ HAK_INLINE unsigned sc_of(size_t size) {
   return sc_of_arith(size);
 }
 
-/* Superslab kind (superslab.h's SS_KIND_*) serving a class. */
+/* Superslab kind serving a class: small, medium or big slabs (the values
+ * of superslab.h's SS_KIND_SMALL, _MEDIUM and _BIG, which this layer below
+ * it cannot name). */
+enum { SC_KIND_SMALL = 0, SC_KIND_MEDIUM = 1, SC_KIND_BIG = 2 };
 HAK_INLINE unsigned sc_kind(unsigned cls) {
-  return cls >= HAK_CLASS_BIG_FIRST ? 2u : cls >= HAK_CLASS_MEDIUM_FIRST ? 1u : 0u;
+  return cls >= HAK_CLASS_BIG_FIRST ? SC_KIND_BIG : cls >= HAK_CLASS_MEDIUM_FIRST ? SC_KIND_MEDIUM : SC_KIND_SMALL;
 }
 
 #endif

@@ -98,10 +98,6 @@ superslab_t *ss_acquire(unsigned kind) {
 
 void ss_release(superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
-#if HAK_DEBUG
-  for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
-    HAK_ASSERT(atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed) == OWNER_UNUSED);
-#endif
   ownmap_set(ss, OWN_NONE);
   pthread_mutex_lock(&ss_registry_lock);
   if (ss->all_prev)
@@ -152,11 +148,9 @@ void ss_cache_unmap_all(void) {
  * owner for now): collect what other threads freed into an abandoned
  * superslab; slabs left with no block in use become free (dirty). */
 static void ss_abandon_reclaim_locked(superslab_t *ss, uint64_t now) {
-  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
-    uint64_t bit = (uint64_t)1 << i;
-    if (ss->free_mask & bit) continue;
-    slab_t *s = &ss->slabs[i];
-    if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) <= TF_DELAYED) continue;
+  slab_t *s;
+  SS_FOR_EACH_USED(ss, s) {
+    if (!remote_has_frees(s)) continue;
     remote_clear_mark(s);
     remote_collect(s);
     if (s->used != 0) continue;
@@ -201,16 +195,21 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
   return next;
 }
 
-void ss_abandon_push(superslab_t *ss) {
+/* Under ss_abandon_lock: ss (no heap any more) joins its kind's list. */
+static void ss_abandon_link_locked(superslab_t *ss) {
   ss_set_heap(ss, NULL);
   ss->listed = 0;
   ss->abandoned = 1;
-  uint64_t now = os_now_ms();
-  pthread_mutex_lock(&ss_abandon_lock);
-  ss_abandoned_n++;
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
   __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
+  ss_abandoned_n++;
+}
+
+void ss_abandon_push(superslab_t *ss) {
+  uint64_t now = os_now_ms();
+  pthread_mutex_lock(&ss_abandon_lock);
+  ss_abandon_link_locked(ss);
   uint64_t next = ss_abandon_purge_locked(now, false);
   pthread_mutex_unlock(&ss_abandon_lock);
   if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES); /* threads exist: a thread to purge costs little */
@@ -391,16 +390,9 @@ void ss_fork_child_abandon(const struct heap *keep, const struct heap *keep2) {
   for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
     const struct heap *owner = ss_heap(ss);
     if (ss->abandoned || owner == NULL || owner == keep || owner == keep2) continue;
-    for (unsigned i = ss->first_slab; i < ss->nslabs; i++)
-      if (!(ss->free_mask & ((uint64_t)1 << i)))
-        atomic_store_explicit(&ss->slabs[i].owner, OWNER_ABANDONED, memory_order_relaxed);
-    ss_set_heap(ss, NULL);
-    ss->listed = 0;
-    ss->abandoned = 1;
-    ss->prev = NULL;
-    ss->next = ss_abandoned[ss->kind];
-    __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
-    ss_abandoned_n++;
+    slab_t *s;
+    SS_FOR_EACH_USED(ss, s) atomic_store_explicit(&s->owner, OWNER_ABANDONED, memory_order_relaxed);
+    ss_abandon_link_locked(ss);
   }
 }
 

@@ -28,6 +28,7 @@
 
 #include "internal.h"
 #include "report.h"
+#include "sizeclass.h"
 
 struct heap;
 
@@ -114,7 +115,8 @@ HAK_INLINE bool slab_is_block_start(const slab_t *s, const void *p) {
   return (((uintptr_t)p * s->div_mul - s->div_base) >> 32) == 0;
 }
 
-enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
+/* A superslab's kind: the slab size a class asks for (sc_kind). */
+enum { SS_KIND_SMALL = SC_KIND_SMALL, SS_KIND_MEDIUM = SC_KIND_MEDIUM, SS_KIND_BIG = SC_KIND_BIG, SS_KINDS = 3 };
 typedef struct superslab {
   uint32_t pad0;
   uint8_t kind;
@@ -159,6 +161,13 @@ HAK_INLINE uint64_t ss_all_mask(const superslab_t *ss) {
   uint64_t upto = ss->nslabs >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ss->nslabs) - 1);
   return upto & ~(((uint64_t)1 << ss->first_slab) - 1);
 }
+/* Visit every slab of ss in use (not free): `SS_FOR_EACH_USED(ss, s) {...}`.
+ * The one walk over a superslab's slabs (adoption, abandonment, reclaim,
+ * fork, statistics). */
+#define SS_FOR_EACH_USED(ss, s)                                                           \
+  for (uint64_t ss_m_ = ss_all_mask(ss) & ~(ss)->free_mask; ss_m_ != 0; ss_m_ &= ss_m_ - 1) \
+    if (((s) = &(ss)->slabs[__builtin_ctzll(ss_m_)]), 1)
+
 /* Where slab idx's blocks start: its base, or past the header in slab 0. */
 HAK_INLINE size_t ss_area_offset(unsigned idx) { return idx == 0 ? HAK_BIG_AREA_OFFSET : 0; }
 /* Bytes of slab idx's block area: what a free slab keeps resident. */
