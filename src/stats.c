@@ -133,7 +133,9 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const cha
   if (w > 0) b->n = b->n + (size_t)w < b->cap ? b->n + (size_t)w : b->cap - 1;
 }
 
-size_t stats_format(char *buf, size_t cap) {
+size_t stats_format(char *buf, size_t cap) { return stats_format_ex(buf, cap, false); }
+
+size_t stats_format_ex(char *buf, size_t cap, bool fields) {
   struct hak_stats st;
   st.size = sizeof st;
   hak_stats_get(&st);
@@ -170,7 +172,33 @@ size_t stats_format(char *buf, size_t cap) {
     OUT("%-10zu %8zu %12zu %12zu %7.1f%%\n", k->block_size, k->slabs, k->blocks_in_use,
         k->blocks_capacity, k->blocks_capacity ? 100.0 * (double)k->blocks_in_use / (double)k->blocks_capacity : 0.0);
   }
+  /* Every field under its hak_ctl name, one per line, generated from the
+   * public lists: what a script watching a server greps for. */
+  if (fields) {
+#define FIELD_(name, text) OUT("stats.%s %zu\n", #name, st.name);
+    HAK_STATS_FIELDS_V1(FIELD_)
+    HAK_STATS_FIELDS_V2(FIELD_)
+#undef FIELD_
+  }
 #undef OUT
+  return sb.n;
+}
+
+size_t stats_doc_table(char *buf, size_t cap) {
+  sbuf_t sb = {buf, cap, 0};
+  if (cap) buf[0] = 0;
+  sb_printf(&sb, "| field (`hak_ctl` name `stats.<field>`) | since | meaning |\n|---|---|---|\n");
+#define ROW_(name, text) sb_printf(&sb, "| `%s` | %u | %s |\n", #name, ver_, text);
+  unsigned ver_ = 1;
+  HAK_STATS_FIELDS_V1(ROW_)
+  ver_ = 2;
+  HAK_STATS_FIELDS_V2(ROW_)
+#undef ROW_
+  sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
+                 "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");
+#define ROW_(name, text) sb_printf(&sb, "| `%s` | %s |\n", #name, text);
+  HAK_CLASS_STATS_FIELDS(ROW_)
+#undef ROW_
   return sb.n;
 }
 
