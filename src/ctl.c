@@ -14,9 +14,13 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Copy a value out for a read; the size must be the type's exactly, as in
  * mallctl, so a caller with the wrong type learns it instead of getting
@@ -164,4 +168,87 @@ HAK_EXPORT int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void
     return ctl_out(oldp, oldlenp, &n, sizeof n);
   }
   return ENOENT;
+}
+
+/* ---- the report thread ------------------------------------------------------ */
+
+#define CTL_TICK_MS 50
+
+static volatile sig_atomic_t ctl_report_requested;
+
+/* Async-signal context: nothing but a flag; the thread does the work. */
+static void ctl_on_signal(int sig) {
+  (void)sig;
+  ctl_report_requested = 1;
+}
+
+/* One report, appended. The file is opened per report, so a log rotated
+ * underneath (moved away) is recreated instead of written into the old
+ * inode; without STATS_FILE the report goes where the exit report does. */
+static void ctl_write_report(void) {
+  static char buf[32768];
+  stats_format_ex(buf, sizeof buf, true);
+  if (opt.stats_file != NULL) {
+    int fd = open(opt.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    os_write_fd(fd, buf);
+    close(fd);
+  } else {
+    os_write_fd(stats_report_fd(), buf);
+  }
+}
+
+static void *ctl_thread(void *arg) {
+  (void)arg;
+  uint64_t next_report = 0;
+  for (;;) {
+    struct timespec ts = {0, CTL_TICK_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    uint64_t now = os_now_ms();
+    if (ctl_report_requested) {
+      ctl_report_requested = 0;
+      ctl_write_report();
+    }
+    if (opt.stats_interval_ms != 0) {
+      if (next_report == 0) next_report = now + opt.stats_interval_ms;
+      if (now >= next_report) {
+        ctl_write_report();
+        /* From now, not from the missed deadline: a stalled process
+         * writes one report, not a burst of them. */
+        next_report = now + opt.stats_interval_ms;
+      }
+    }
+    prof_tick(now);
+  }
+  return NULL;
+}
+
+void ctl_start(void) {
+  if (opt.force_libc) return;
+  static const int sigs[] = {0, SIGUSR1, SIGHUP, SIGWINCH}; /* HAK_SIG_* order */
+  bool want = opt.stats_interval_ms != 0 || opt.stats_signal != HAK_SIG_OFF ||
+              (opt.prof && opt.prof_interval_ms != 0);
+  if (!want) return;
+  if (opt.stats_signal != HAK_SIG_OFF) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = ctl_on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(sigs[opt.stats_signal], &sa, NULL);
+  }
+  /* Created with every signal blocked (the mask is inherited): signals
+   * aimed at the process are then delivered to the program's own threads,
+   * as they were before hakmem added one. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&at, 256 * 1024); /* a dump uses ~20 KiB of stack */
+  pthread_t t;
+  if (pthread_create(&t, &at, ctl_thread, NULL) != 0)
+    os_write_err("hakmem: cannot start the report thread; periodic reports are off\n");
+  pthread_attr_destroy(&at);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

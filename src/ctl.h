@@ -14,4 +14,9 @@
 
 #include "internal.h"
 
+/* From init, once malloc works (pthread_create allocates): install the
+ * HAKMEM_STATS_SIGNAL handler and start the report thread if any periodic
+ * option is set; otherwise nothing. */
+void ctl_start(void);
+
 #endif

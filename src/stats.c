@@ -214,7 +214,8 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
 static int stats_fd = 2;
 
 void stats_init(void) {
-  if (opt.stats || opt.prof_leaks) {
+  /* Periodic and on-signal reports without a file go to stderr too. */
+  if (opt.stats || opt.prof_leaks || (opt.stats_file == NULL && (opt.stats_signal || opt.stats_interval_ms))) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
   }
