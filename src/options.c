@@ -42,6 +42,9 @@ static const opt_desc_t opt_table[] = {OPTIONS_LIST(OPT_ROW_)};
 /* The value of d in the snapshot o (opt or opt_defaults). */
 static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
 
+/* getenv would do, but this runs inside the process's first malloc, and
+ * reading environ directly makes it plain that nothing is allocated or
+ * locked. The '=' check keeps HAKMEM_PROF from matching HAKMEM_PROF_FILE. */
 static const char *opt_lookup(const char *name) {
   if (environ == NULL) return NULL;
   size_t n = strlen(name);
@@ -53,6 +56,8 @@ static const char *opt_lookup(const char *name) {
   return NULL;
 }
 
+/* a (a whole value, any case) equals the blen bytes of the lower-case word
+ * b, which need not be NUL-terminated (a word inside "x|y|z"). */
 static bool word_eq(const char *a, const char *b, size_t blen) {
   for (size_t i = 0; i < blen; i++) {
     char c = a[i];
@@ -78,7 +83,7 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
   if (*p < '0' || *p > '9') return false;
   while (*p >= '0' && *p <= '9') {
     uint64_t d = (uint64_t)(*p - '0');
-    if (x > (UINT64_MAX - d) / 10) return false;
+    if (x > (UINT64_MAX - d) / 10) return false; /* overflow: out of any range */
     x = x * 10 + d;
     p++;
   }
@@ -91,6 +96,7 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
       default: return false;
     }
     p++;
+    /* 4K, 4KB and 4KiB all mean 4096: people write all three. */
     if ((*p | 0x20) == 'i') p++;
     if ((*p | 0x20) == 'b') p++;
     if (x > (UINT64_MAX >> shift)) return false;
@@ -101,6 +107,8 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
   return true;
 }
 
+/* The index of v among the '|'-separated words, which is what the
+ * HAK_* enums in options.h number. */
 static bool parse_choice(const char *v, const char *choices, int *out) {
   int idx = 0;
   for (const char *c = choices; *c;) {
@@ -163,7 +171,7 @@ static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap)
 static char *opt_fmt_size(char *p, uint64_t x) {
   static const char suffix[] = "KMGT";
   int s = -1;
-  while (x != 0 && x % 1024 == 0 && s < 3) x /= 1024, s++;
+  while (x != 0 && x % 1024 == 0 && s < 2) x /= 1024, s++; /* G at most: the parser takes no T */
   p = os_fmt_dec(p, x);
   if (s >= 0) *p++ = suffix[s];
   *p = 0;
@@ -183,6 +191,8 @@ static const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *
   return "?";
 }
 
+/* What a valid value looks like, for the error message and the
+ * documentation's "values" column (buf: at least 96 bytes). */
 static const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
@@ -204,6 +214,9 @@ static const char *opt_expect(const opt_desc_t *d, char *buf) {
   return "?";
 }
 
+/* Presets write opt directly; they run before the explicit variables are
+ * parsed, so any of these can still be overridden one by one. Keep the
+ * PRESET help text in options.h in step with the values here. */
 static void opt_apply_preset(int preset) {
   if (preset == HAK_PRESET_FAST) {
     opt.purge_delay_ms = 1000;
@@ -219,6 +232,8 @@ static void opt_apply_preset(int preset) {
   }
 }
 
+/* env_name is the name the user wrote (it differs from d->name for the
+ * deprecated alias), so the message points at the variable actually set. */
 static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *v) {
   if (opt_parse(d, v)) return;
   char exp[96], val[64];
@@ -260,7 +275,7 @@ void options_init(void) {
     if (d == pd || (v = opt_lookup(d->name)) == NULL) continue;
     opt_set_from(d, d->name, v);
   }
-  if (opt.prof_leaks) opt.prof = true;
+  if (opt.prof_leaks) opt.prof = true; /* leaks are found from the samples */
   if (opt.verbose) {
     char buf[64];
     os_write_err("hakmem: build: version " HAK_STR_VERSION);
@@ -307,6 +322,8 @@ int options_get(const char *field, void *oldp, size_t *oldlenp) {
   return 0;
 }
 
+/* Defaults come from opt_defaults, never from opt: the page must not
+ * depend on the environment of whoever regenerates it. */
 size_t options_doc(char *buf, size_t cap) {
   size_t n = 0;
 #define PUT(s)                                      \

@@ -55,11 +55,19 @@ static _Atomic uint64_t prof_bytes_total;     /* flushed from prof_acc at sample
 static _Atomic uint64_t prof_next_dump_bytes; /* HAKMEM_PROF_INTERVAL_BYTES */
 static _Atomic uint64_t prof_seq;             /* NNNN of the next numbered dump */
 static uint64_t prof_next_dump_ms;            /* the report thread's only */
+/* Per thread, so that sampling needs no shared state: bytes left before
+ * the next sample (signed: an allocation may overshoot it), bytes
+ * allocated since the last flush to prof_bytes_total, the generator, and a
+ * re-entrancy guard (the unwinder and the dumps may allocate). */
 static HAK_TLS int64_t prof_left;
 static HAK_TLS uint64_t prof_acc;
 static HAK_TLS uint64_t prof_rng;
 static HAK_TLS int prof_busy;
 
+/* Blocks are 16-byte aligned, so the low 4 bits carry nothing; the
+ * multiply spreads the rest and the high bits are kept. The same hash
+ * picks the table slot and the filter bit: a set bit means "maybe
+ * sampled" (another block may share it), a clear one "certainly not". */
 static size_t prof_hash(uintptr_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
 
 /* ---- arithmetic without libm ------------------------------------------------
@@ -162,6 +170,8 @@ static void prof_dump_numbered(void);
 
 void prof_alloc(void *p, size_t size) {
   if (p == NULL || prof_busy) return;
+  /* SIGUSR2's dump is written here, by the next allocating thread: the
+   * handler itself may not touch locks or files. */
   if (prof_dump_requested) prof_dump_if_requested();
   if (!atomic_load_explicit(&prof_on, memory_order_relaxed)) return;
   prof_acc += size;
@@ -449,7 +459,8 @@ static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes, bool by_size) 
     agg[j].count++;
   }
   pthread_mutex_unlock(&prof_lock);
-  /* Compact to the front. */
+  /* Compact to the front; the order is the hash's, i.e. arbitrary: the
+   * formats do not depend on it, pprof and flame graphs sort themselves. */
   size_t k = 0;
   for (size_t j = 0; j < cap; j++)
     if (agg[j].key != 0) agg[k++] = agg[j];
