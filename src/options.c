@@ -265,6 +265,8 @@ void options_init(void) {
   if (v == NULL && (v = opt_lookup("PROFILE")) != NULL) {
     vname = "PROFILE";
     os_write_err("hakmem: HAKMEM_PROFILE is deprecated, use HAKMEM_PRESET (same values)\n");
+  } else if (v != NULL && opt_lookup("PROFILE") != NULL) {
+    os_write_err("hakmem: HAKMEM_PROFILE (deprecated) ignored: HAKMEM_PRESET is set\n");
   }
   if (v != NULL) {
     opt_set_from(pd, vname, v);

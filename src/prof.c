@@ -272,11 +272,17 @@ typedef struct prof_elf {
   uintptr_t bias; /* run-time address minus symbol value */
 } prof_elf_t;
 
-static prof_elf_t prof_elf;
+/* A stack alternates between files (program, libc, program again), so a
+ * few are kept, replaced round-robin; all are unmapped after each dump. */
+#define PROF_ELF_CACHE 4
+static prof_elf_t prof_elfs[PROF_ELF_CACHE];
+static unsigned prof_elf_next;
 
 static void prof_elf_close(void) {
-  if (prof_elf.map != NULL) munmap(prof_elf.map, prof_elf.len);
-  memset(&prof_elf, 0, sizeof prof_elf);
+  for (unsigned i = 0; i < PROF_ELF_CACHE; i++) {
+    if (prof_elfs[i].map != NULL) munmap(prof_elfs[i].map, prof_elfs[i].len);
+    memset(&prof_elfs[i], 0, sizeof prof_elfs[i]);
+  }
 }
 
 /* dl_iterate_phdr reports the main program first: keep its load address
@@ -305,39 +311,45 @@ static int prof_elf_open_for(const Dl_info *fi) {
   return fd;
 }
 
-static bool prof_elf_load(const Dl_info *fi) {
-  if (prof_elf.fbase == fi->dli_fbase) return prof_elf.syms != NULL;
-  prof_elf_close();
-  prof_elf.fbase = fi->dli_fbase;
+/* The cache entry for fi's file, loaded if need be; NULL if that file has
+ * no usable .symtab (remembered too, so it is not opened again). */
+static const prof_elf_t *prof_elf_load(const Dl_info *fi) {
+  for (unsigned i = 0; i < PROF_ELF_CACHE; i++)
+    if (prof_elfs[i].fbase == fi->dli_fbase && fi->dli_fbase != NULL)
+      return prof_elfs[i].syms != NULL ? &prof_elfs[i] : NULL;
+  prof_elf_t *e = &prof_elfs[prof_elf_next++ % PROF_ELF_CACHE];
+  if (e->map != NULL) munmap(e->map, e->len);
+  memset(e, 0, sizeof *e);
+  e->fbase = fi->dli_fbase;
   int fd = prof_elf_open_for(fi);
-  if (fd < 0) return false;
+  if (fd < 0) return NULL;
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(ElfW(Ehdr))) {
     close(fd);
-    return false;
+    return NULL;
   }
   void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (m == MAP_FAILED) return false;
-  prof_elf.map = m;
-  prof_elf.len = (size_t)st.st_size;
+  if (m == MAP_FAILED) return NULL;
+  e->map = m;
+  e->len = (size_t)st.st_size;
   const ElfW(Ehdr) *eh = m;
   /* Every offset read from the file is bounds-checked: the file may be
    * anything (replaced on disk since the program started, truncated). */
   if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
       eh->e_shoff == 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
-      eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > prof_elf.len ||
-      eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > prof_elf.len)
-    return false;
+      eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > e->len ||
+      eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > e->len)
+    return NULL;
   const ElfW(Shdr) *sh = (const ElfW(Shdr) *)((const char *)m + eh->e_shoff);
   for (unsigned i = 0; i < eh->e_shnum; i++) {
     if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
     const ElfW(Shdr) *str = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > prof_elf.len || str->sh_offset + str->sh_size > prof_elf.len) return false;
-    prof_elf.syms = (const ElfW(Sym) *)((const char *)m + sh[i].sh_offset);
-    prof_elf.nsyms = sh[i].sh_size / sizeof(ElfW(Sym));
-    prof_elf.strs = (const char *)m + str->sh_offset;
-    prof_elf.strs_len = str->sh_size;
+    if (sh[i].sh_offset + sh[i].sh_size > e->len || str->sh_offset + str->sh_size > e->len) return NULL;
+    e->syms = (const ElfW(Sym) *)((const char *)m + sh[i].sh_offset);
+    e->nsyms = sh[i].sh_size / sizeof(ElfW(Sym));
+    e->strs = (const char *)m + str->sh_offset;
+    e->strs_len = str->sh_size;
     break;
   }
   /* dladdr's base is where the lowest PT_LOAD segment begins; for a
@@ -347,25 +359,26 @@ static bool prof_elf_load(const Dl_info *fi) {
   const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)m + eh->e_phoff);
   for (unsigned i = 0; i < eh->e_phnum; i++)
     if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lowest) lowest = ph[i].p_vaddr & ~(uintptr_t)4095;
-  prof_elf.bias = eh->e_type == ET_DYN && lowest != UINTPTR_MAX ? (uintptr_t)fi->dli_fbase - lowest : 0;
-  return prof_elf.syms != NULL;
+  e->bias = eh->e_type == ET_DYN && lowest != UINTPTR_MAX ? (uintptr_t)fi->dli_fbase - lowest : 0;
+  return e->syms != NULL ? e : NULL;
 }
 
 /* The function of the .symtab containing ip, or NULL. */
 static const char *prof_elf_name(void *ip, const Dl_info *fi) {
-  if (!prof_elf_load(fi)) return NULL;
-  uintptr_t a = (uintptr_t)ip - prof_elf.bias;
+  const prof_elf_t *e = prof_elf_load(fi);
+  if (e == NULL) return NULL;
+  uintptr_t a = (uintptr_t)ip - e->bias;
   const ElfW(Sym) *best = NULL;
-  for (size_t i = 0; i < prof_elf.nsyms; i++) {
-    const ElfW(Sym) *y = &prof_elf.syms[i];
-    if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_value == 0 || y->st_name >= prof_elf.strs_len) continue;
+  for (size_t i = 0; i < e->nsyms; i++) {
+    const ElfW(Sym) *y = &e->syms[i];
+    if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_value == 0 || y->st_name >= e->strs_len) continue;
     /* Inside [value, value+size), or the nearest below for size-less ones. */
     if (a >= y->st_value && (a < y->st_value + y->st_size ||
                              (y->st_size == 0 && (best == NULL || y->st_value > best->st_value))))
       best = y;
     if (best == y && y->st_size != 0) break;
   }
-  return best ? prof_elf.strs + best->st_name : NULL;
+  return best ? e->strs + best->st_name : NULL;
 }
 
 /* Frames inside the allocator (its own functions or library) say nothing
