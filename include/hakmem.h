@@ -138,10 +138,12 @@ struct hak_stats {
 HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */
 HAK_API void hak_stats_print(FILE *out);
 
-/* Sampled heap profile (needs HAKMEM_PROF=1): writes PATH.folded (one line
- * per stack, "outer;...;inner bytes", for flame-graph tools) and PATH.txt
- * (top stacks by estimated live bytes). path NULL: HAKMEM_PROF_FILE or
- * hakmem-prof.PID. Returns 0, or -1 if profiling is off. */
+/* Sampled heap profile (needs HAKMEM_PROF=1; docs/profiling.md): writes
+ * PATH.heap (gperftools' heap-profile format: `pprof --text PROGRAM
+ * PATH.heap`), PATH.folded (one line per stack, "outer;...;inner bytes",
+ * for flame-graph tools) and PATH.txt (top stacks by estimated live
+ * bytes). path NULL: HAKMEM_PROF_FILE or hakmem-prof.PID. Returns 0, or -1
+ * if profiling is off. */
 HAK_API int hak_prof_dump(const char *path);
 
 /* Control and introspection by name, in the manner of jemalloc's mallctl
