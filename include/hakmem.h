@@ -143,7 +143,7 @@ HAK_API void hak_stats_print(FILE *out);
  * PATH.heap`), PATH.folded (one line per stack, "outer;...;inner bytes",
  * for flame-graph tools) and PATH.txt (top stacks by estimated live
  * bytes). path NULL: HAKMEM_PROF_FILE or hakmem-prof.PID. Returns 0, or -1
- * if profiling is off. */
+ * if profiling is off or PATH.heap cannot be written. */
 HAK_API int hak_prof_dump(const char *path);
 
 /* Control and introspection by name, in the manner of jemalloc's mallctl
@@ -154,7 +154,8 @@ HAK_API int hak_prof_dump(const char *path);
  *   ENOENT  no such name;
  *   EINVAL  a size that is not the type's, or a value out of range;
  *   EPERM   reading a write-only name, writing a read-only one, or
- *           passing a value to an action; prof.* without HAKMEM_PROF=1.
+ *           passing a value to an action; prof.* without HAKMEM_PROF=1;
+ *   EFAULT  prof.dump could not write its files.
  * Names:
  *   "version"              const char *, read
  *   "stats.<field>"        size_t, read: any field of struct hak_stats,

@@ -160,7 +160,8 @@ HAK_EXPORT int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void
     if (oldp != NULL) return EPERM; /* write-only */
     const char *path = NULL;
     if (newp != NULL && ctl_in(newp, newlen, &path, sizeof path) != 0) return EINVAL;
-    return hak_prof_dump(path) == 0 ? 0 : EPERM;
+    if (!opt.prof) return EPERM;
+    return hak_prof_dump(path) == 0 ? 0 : EFAULT; /* mallctl's answer to a dump that failed */
   }
   if (strcmp(name, "prof.dumps") == 0) {
     CTL_READ_ONLY();

@@ -484,14 +484,14 @@ static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes, bool by_size) 
  * unsamples with the Poisson model above), then /proc/self/maps so pprof
  * can map addresses to files. The [alloc] pair repeats the in-use pair:
  * only live samples are kept, so there is no total-allocated figure. */
-static void prof_write_heap(const char *path) {
+static bool prof_write_heap(const char *path) {
   prof_agg_t *agg;
   size_t agg_bytes, n = prof_aggregate(&agg, &agg_bytes, true);
-  if (agg == NULL) return;
+  if (agg == NULL) return false;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     os_unmap(agg, agg_bytes);
-    return;
+    return false;
   }
   size_t tn = 0, tb = 0;
   for (size_t i = 0; i < n; i++) tn += agg[i].count, tb += agg[i].bytes;
@@ -517,17 +517,20 @@ static void prof_write_heap(const char *path) {
   }
   close(fd);
   os_unmap(agg, agg_bytes);
+  return true;
 }
 
-static void prof_write_reports(const char *prefix, int leaks_fd) {
+/* false if PATH.heap could not be written (the other files follow it). */
+static bool prof_write_reports(const char *prefix, int leaks_fd) {
   char path[4096], line[8192], name[512];
+  bool ok = true;
   if (prefix != NULL) {
     snprintf(path, sizeof path, "%s.heap", prefix);
-    prof_write_heap(path);
+    ok = prof_write_heap(path);
   }
   prof_agg_t *agg;
   size_t agg_bytes, n = prof_aggregate(&agg, &agg_bytes, false);
-  if (agg == NULL) return;
+  if (agg == NULL) return false;
   int ffd = -1, tfd = -1;
   if (prefix != NULL) {
     snprintf(path, sizeof path, "%s.folded", prefix);
@@ -583,6 +586,7 @@ static void prof_write_reports(const char *prefix, int leaks_fd) {
   if (tfd >= 0) close(tfd);
   os_unmap(agg, agg_bytes);
   prof_elf_close();
+  return ok;
 }
 
 static void prof_default_prefix(char *buf, size_t cap) {
@@ -644,10 +648,10 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
     snprintf(prefix, sizeof prefix, "%s", path);
   prof_busy++;
   pthread_mutex_lock(&prof_dump_lock);
-  prof_write_reports(prefix, -1);
+  bool ok = prof_write_reports(prefix, -1);
   pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
-  return 0;
+  return ok ? 0 : -1;
 }
 
 __attribute__((destructor)) static void prof_exit_dump(void) {

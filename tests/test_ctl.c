@@ -149,6 +149,8 @@ int main(int argc, char **argv) {
   const char *path = p0;
   CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump");
   CHECK(hak_ctl("prof.dump", &path, &(size_t){sizeof path}, NULL, 0) == EPERM, "prof.dump is write-only");
+  const char *bad = "/nonexistent-dir/x";
+  CHECK(hak_ctl("prof.dump", NULL, NULL, &bad, sizeof bad) == EFAULT, "prof.dump to a missing directory");
   long n0 = heap_samples(p0);
   /* Off: 8 MiB held at 1 sample per 4 KiB would give ~2000 samples. */
   on = false;
