@@ -24,7 +24,7 @@ echo "threads: $n0 without periodic options, $n1 with"
 HAKMEM_STATS_INTERVAL_MS=100 HAKMEM_STATS_FILE="$tmp/int.txt" "$bin" sleep 1000
 r=$(reports "$tmp/int.txt")
 echo "interval: $r reports in 1 s at 100 ms"
-between "$r" 5 11 || fail "expected ~10 interval reports, got $r"
+between "$r" 3 11 || fail "expected ~10 interval reports, got $r"
 f=$(grep -c '^stats\.mapped_bytes [0-9][0-9]*$' "$tmp/int.txt" || true)
 [ "$f" = "$r" ] || fail "each report must end with its stats.<field> lines ($f of $r)"
 
@@ -49,5 +49,5 @@ head -n 1 "$tmp/pb.0000.heap" | grep -q '@ heap_v2/65536$' || fail "numbered dum
 HAKMEM_PROF=1 HAKMEM_PROF_INTERVAL_MS=200 HAKMEM_PROF_FILE="$tmp/pt" "$bin" sleep 1000
 nt=$(ls "$tmp" | grep -c '^pt\.[0-9][0-9][0-9][0-9]\.heap$' || true)
 echo "time interval: $nt dumps in 1 s at 200 ms"
-between "$nt" 3 5 || fail "expected ~5 timed dumps, got $nt"
+between "$nt" 2 5 || fail "expected ~5 timed dumps, got $nt"
 echo "periodic outputs ok"
