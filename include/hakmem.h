@@ -69,49 +69,109 @@ HAK_API void hak_collect(int force);
 #define HAK_STATS_VERSION 2
 #define HAK_STATS_CLASSES 64
 
+/* The fields are declared once, in the lists below (X(name, text)), in
+ * struct order; hak_ctl's "stats.<name>" names, the report and the field
+ * table of docs/stats.md come from the same lists. Every field is a
+ * size_t. New fields go at the end of the last list (with a new
+ * HAK_STATS_VERSION), never in between: the layout is the ABI. */
+#define HAK_CLASS_STATS_FIELDS(X)                                                  \
+  X(block_size, "bytes per block")                                                 \
+  X(slabs, "slabs serving the class")                                              \
+  X(blocks_in_use, "handed out (or freed remotely, not yet collected)")            \
+  X(blocks_capacity, "blocks those slabs hold")                                    \
+  X(allocs, "allocations of the class (statistics build only)")                    \
+  X(frees, "frees of the class (statistics build only)")
+
+/* Version 1, before the classes array. */
+#define HAK_STATS_FIELDS_V1(X)                                                                   \
+  X(mapped_bytes, "address space held from the kernel now (an upper bound of resident memory)") \
+  X(mapped_peak_bytes, "the most mapped_bytes has been")                                        \
+  X(purged_bytes, "bytes given back to the kernel so far (madvise or munmap)")                  \
+  X(mmap_calls, "mmap system calls made")                                                       \
+  X(munmap_calls, "munmap system calls made")                                                   \
+  X(madvise_calls, "madvise system calls made")                                                 \
+  X(mremap_calls, "mremap system calls made")                                                   \
+  X(superslabs, "4 MiB superslabs live")                                                        \
+  X(superslabs_abandoned, "live superslabs of exited threads, not yet adopted")                 \
+  X(superslabs_cached, "empty superslabs kept (decommitted) for reuse")                         \
+  X(small_bytes_in_use, "bytes of small blocks handed out")                                     \
+  X(small_bytes_reserved, "bytes of small blocks the slabs in use can hold")                    \
+  X(large_arenas, "arenas serving blocks of 1 to 32 MiB")                                       \
+  X(large_arena_bytes_in_use, "bytes handed out from the arenas")                               \
+  X(large_mappings, "blocks above 32 MiB, one mapping each")                                    \
+  X(large_mapping_bytes, "bytes of those mappings")                                             \
+  X(large_cached, "freed large mappings kept for reuse")                                        \
+  X(large_cached_bytes, "bytes of those")                                                       \
+  X(allocs, "allocations (statistics build only)")                                              \
+  X(frees, "frees (statistics build only)")                                                     \
+  X(slow_allocs, "allocations that left the fast path (statistics build only)")                 \
+  X(refills, "thread-cache refills (statistics build only)")                                    \
+  X(remote_frees, "frees of blocks owned by another thread (statistics build only)")            \
+  X(threads_exited, "threads whose counters were merged at exit (statistics build only)")
+
+/* Version 2: memory return, after the classes array. */
+#define HAK_STATS_FIELDS_V2(X)                                                                              \
+  X(heap_idle_bytes, "free slabs of thread heaps still resident (reused warm)")                            \
+  X(decayed_bytes, "decommitted after idling for the purge delay")                                         \
+  X(collected_bytes, "decommitted on request: hak_collect, malloc_trim, purge, out-of-memory retry")       \
+  X(bg_thread_running, "1 while the background purge thread runs")                                         \
+  X(bg_passes, "purge passes the background thread made")                                                  \
+  X(purge_lock_busy, "times a purge found a heap's lock taken and skipped it")                             \
+  X(heap_idle_max_bytes, "the most idle resident bytes one thread heap holds")                             \
+  X(heap_idle_heaps, "thread heaps holding any")
+
+#define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
-  size_t block_size;      /* bytes per block */
-  size_t slabs;           /* slabs serving the class */
-  size_t blocks_in_use;   /* handed out (or freed remotely, not yet collected) */
-  size_t blocks_capacity; /* blocks those slabs hold */
-  size_t allocs, frees;   /* statistics build only */
+  HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
 };
 
 struct hak_stats {
-  size_t size;            /* in: sizeof(struct hak_stats) */
-  unsigned version;       /* out: HAK_STATS_VERSION */
-  unsigned nclasses;      /* out: classes filled in */
-  /* OS level */
-  size_t mapped_bytes, mapped_peak_bytes, purged_bytes;
-  size_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
-  size_t superslabs, superslabs_abandoned, superslabs_cached;
-  /* small blocks (size classes) */
-  size_t small_bytes_in_use, small_bytes_reserved;
-  /* large blocks */
-  size_t large_arenas, large_arena_bytes_in_use;
-  size_t large_mappings, large_mapping_bytes, large_cached, large_cached_bytes;
-  /* statistics build (zero otherwise) */
-  size_t allocs, frees, slow_allocs, refills, remote_frees, threads_exited;
+  size_t size;      /* in: sizeof(struct hak_stats) */
+  unsigned version; /* out: HAK_STATS_VERSION */
+  unsigned nclasses; /* out: classes filled in */
+  HAK_STATS_FIELDS_V1(HAK_STATS_FIELD_)
   struct hak_class_stats classes[HAK_STATS_CLASSES];
-  /* version 2: memory return (docs/stats.md) */
-  size_t heap_idle_bytes;      /* free slabs of thread heaps still resident (reused warm) */
-  size_t decayed_bytes;        /* decommitted after idling for the purge delay */
-  size_t collected_bytes;      /* decommitted on request: hak_collect, malloc_trim, out-of-memory retry */
-  size_t bg_thread_running;    /* 1 while the background purge thread runs */
-  size_t bg_passes;            /* purge passes the background thread made */
-  size_t purge_lock_busy;      /* times a purge found a heap's lock taken and skipped it */
-  size_t heap_idle_max_bytes;  /* the most idle resident bytes one thread heap holds */
-  size_t heap_idle_heaps;      /* thread heaps holding any */
+  HAK_STATS_FIELDS_V2(HAK_STATS_FIELD_)
 };
+#undef HAK_STATS_FIELD_
 
 HAK_API int hak_stats_get(struct hak_stats *out); /* 0, or -1 if out->size is too small */
 HAK_API void hak_stats_print(FILE *out);
 
-/* Sampled heap profile (needs HAKMEM_PROF=1): writes PATH.folded (one line
- * per stack, "outer;...;inner bytes", for flame-graph tools) and PATH.txt
- * (top stacks by estimated live bytes). path NULL: HAKMEM_PROF_FILE or
- * hakmem-prof.PID. Returns 0, or -1 if profiling is off. */
+/* Sampled heap profile (needs HAKMEM_PROF=1; docs/profiling.md): writes
+ * PATH.heap (gperftools' heap-profile format: `pprof --text PROGRAM
+ * PATH.heap`), PATH.folded (one line per stack, "outer;...;inner bytes",
+ * for flame-graph tools) and PATH.txt (top stacks by estimated live
+ * bytes). path NULL: HAKMEM_PROF_FILE or hakmem-prof.PID. Returns 0, or -1
+ * if profiling is off or PATH.heap cannot be written. */
 HAK_API int hak_prof_dump(const char *path);
+
+/* Control and introspection by name, in the manner of jemalloc's mallctl
+ * (docs/ctl.md lists every name). Reading: oldp points to a variable of
+ * the name's type and *oldlenp holds its size; with oldp NULL and oldlenp
+ * set, only the size is returned. Writing: newp points to the new value,
+ * newlen is its size. Returns 0 or an error number (errno is not set):
+ *   ENOENT  no such name;
+ *   EINVAL  a size that is not the type's, or a value out of range;
+ *   EPERM   reading a write-only name, writing a read-only one, or
+ *           passing a value to an action; prof.* without HAKMEM_PROF=1;
+ *   EFAULT  prof.dump could not write its files.
+ * Names:
+ *   "version"              const char *, read
+ *   "stats.<field>"        size_t, read: any field of struct hak_stats,
+ *                          fresh at each call ("stats.mapped_bytes", ...)
+ *   "stats.version", "stats.nclasses"              unsigned, read
+ *   "stats.classes.<i>.<field>"  size_t, read (i < stats.nclasses)
+ *   "opt.<field>"          read: any option (docs/options.md), its type
+ *   "opt.purge_delay_ms"   uint64_t, read/write: the decay window
+ *   "purge"                action: return everything idle now (hak_collect(1))
+ *   "thread.flush"         action: give back what the calling thread holds
+ *   "prof.active"          bool, read/write: sampling on or off
+ *   "prof.sample"          size_t, read/write: mean bytes between samples
+ *   "prof.dump"            const char *, write: dump to this path prefix
+ *                          (NULL: the default prefix)
+ *   "prof.dumps"           uint64_t, read: numbered dumps written so far */
+HAK_API int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void *newp, size_t newlen);
 
 /* "MAJOR.MINOR.PATCH" plus build flavour, e.g. "0.1.0 release". */
 HAK_API const char *hak_version(void);

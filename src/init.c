@@ -2,6 +2,7 @@
  * init.c — process initialisation and fork safety (see init.h).
  */
 #include "init.h"
+#include "ctl.h"
 #include "decay.h"
 #include "heap.h"
 #include "large.h"
@@ -66,6 +67,7 @@ void init_process_slow(void) {
     atomic_store_explicit(&init_state, 2, memory_order_release);
     /* pthread_atfork may allocate: only now, when malloc works. */
     if (!opt.force_libc) pthread_atfork(init_fork_prepare, init_fork_parent, init_fork_child);
+    ctl_start(); /* the report thread, when an option asks for one (ctl.c) */
     return;
   }
   /* Another thread is initialising; it never allocates while doing so, so

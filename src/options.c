@@ -1,96 +1,50 @@
 /*
  * options.c — the HAKMEM_* option table and its one-time parse (see
- * options.h). Adding an option: a field in options_t, a default in
- * opt, a row in opt_table; then regenerate docs/options.md
+ * options.h). Adding an option: one X(...) row in OPTIONS_LIST in
+ * options.h; then regenerate docs/options.md
  * (build/tools/hakmem_options_doc > docs/options.md).
  */
 #include "options.h"
 #include "os.h"
 
+#include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 extern char **environ;
 
-options_t opt = {
-    .force_libc = false,
-    .purge_delay_ms = 100,
-    .background_thread = true,
-    .on_error = HAK_ON_ERROR_ABORT,
-    .verbose = false,
-    .stats = false,
-    .large_cache_bytes = (size_t)256 << 20,
-    .thp = HAK_THP_DEFAULT,
-    .refill_bytes = 4096,
-    .ss_cache = 8,
-    .profile = HAK_PROFILE_BALANCED,
-    .prof = false,
-    .prof_sample = (size_t)512 << 10,
-    .prof_leaks = false,
-    .prof_file = NULL,
-};
+#define OPT_DEFAULT_(NAME, field, KIND, type, def, ...) .field = def,
+options_t opt = {OPTIONS_LIST(OPT_DEFAULT_)};
+/* A second copy of the defaults: the documentation and the error message
+ * quote them after opt has been overwritten by the environment. */
+static const options_t opt_defaults = {OPTIONS_LIST(OPT_DEFAULT_)};
+#undef OPT_DEFAULT_
 
 typedef enum { OPT_BOOL, OPT_UINT, OPT_SIZE, OPT_CHOICE, OPT_STR } opt_kind_t;
 
 typedef struct opt_desc {
   const char *name;    /* without the HAKMEM_ prefix */
+  const char *field;   /* the options_t member, the hak_ctl name after "opt." */
   opt_kind_t kind;
-  void *target;
+  size_t off;          /* offsetof(options_t, field) */
   const char *choices; /* OPT_CHOICE: '|'-separated words, the index is stored */
   uint64_t min, max;   /* OPT_UINT / OPT_SIZE range */
-  const char *def;     /* default, as documented */
+  const char *unset;   /* OPT_STR: what a NULL value means */
   const char *help;
 } opt_desc_t;
 
-static const opt_desc_t opt_table[] = {
-    {"FORCE_LIBC_ALLOC", OPT_BOOL, &opt.force_libc, NULL, 0, 0, "0",
-     "Forward every allocation call to the C library's allocator (same-binary A/B comparison). "
-     "Checked before hakmem touches any of its own state."},
-    {"PROFILE", OPT_CHOICE, &opt.profile, "balanced|fast|lowmem", 0, 0, "balanced",
-     "Preset of the options below, applied first; variables set explicitly override it. "
-     "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32. "
-     "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never."},
-    {"PURGE_DELAY_MS", OPT_UINT, &opt.purge_delay_ms, NULL, 0, 3600000, "100",
-     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "
-     "committed (reused warm, with no page fault) before it is returned to the OS "
-     "(madvise/munmap). Memory goes back by time only, never because of how much was freed; "
-     "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once."},
-    {"BACKGROUND_THREAD", OPT_BOOL, &opt.background_thread, NULL, 0, 0, "1",
-     "A background thread that purges idle memory once PURGE_DELAY_MS has passed, so a program "
-     "that frees a lot and then makes no allocator call still gives it back. Started only the "
-     "first time 4 MiB or more is idle in one place (small programs never get one); it sleeps "
-     "without waking while nothing is idle, and stops at exit. 0: idle memory is purged only "
-     "by allocator calls (refills, frees) and by `hak_collect`/`malloc_trim`."},
-    {"ON_ERROR", OPT_CHOICE, &opt.on_error, "abort|warn|ignore", 0, 0, "abort",
-     "After an invalid or double free is reported: abort, warn (report and go on, the call does "
-     "nothing) or ignore (no report)."},
-    {"LARGE_CACHE", OPT_SIZE, &opt.large_cache_bytes, NULL, 0, (uint64_t)1 << 40, "256M",
-     "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "
-     "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "
-     "fresh ones in."},
-    {"REFILL_BYTES", OPT_SIZE, &opt.refill_bytes, NULL, 256, (uint64_t)1 << 20, "4K",
-     "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "
-     "refill: larger means fewer slow-path calls, more memory touched ahead of use."},
-    {"SS_CACHE", OPT_UINT, &opt.ss_cache, NULL, 0, 1024, "8",
-     "Empty 4 MiB superslabs kept (decommitted) for reuse instead of unmapped."},
-    {"THP", OPT_CHOICE, &opt.thp, "default|always|never", 0, 0, "default",
-     "Transparent huge pages for superslabs and arenas: the kernel's default, madvise "
-     "MADV_HUGEPAGE, or MADV_NOHUGEPAGE."},
-    {"STATS", OPT_BOOL, &opt.stats, NULL, 0, 0, "0",
-     "Print the statistics report (docs/stats.md) on stderr at exit."},
-    {"VERBOSE", OPT_BOOL, &opt.verbose, NULL, 0, 0, "0",
-     "Print the build configuration and every option in force at start-up."},
-    {"PROF", OPT_BOOL, &opt.prof, NULL, 0, 0, "0",
-     "Sampled heap profiling: record the call stack of about one allocation per PROF_SAMPLE "
-     "bytes; dump live samples by stack at exit, on SIGUSR2, or with hak_prof_dump()."},
-    {"PROF_SAMPLE", OPT_SIZE, &opt.prof_sample, NULL, 1, (uint64_t)1 << 40, "512K",
-     "Mean bytes allocated between two samples (randomised, exponential gaps)."},
-    {"PROF_LEAKS", OPT_BOOL, &opt.prof_leaks, NULL, 0, 0, "0",
-     "At exit, report the sampled allocations still live, by stack (implies PROF)."},
-    {"PROF_FILE", OPT_STR, &opt.prof_file, NULL, 0, 0, "hakmem-prof.PID",
-     "Path prefix of the exit-time profile: PATH.folded (flame-graph input) and PATH.txt."},
-};
+#define OPT_ROW_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
+  {#NAME, #field, OPT_##KIND, offsetof(options_t, field), choices, min, max, unset, help},
+static const opt_desc_t opt_table[] = {OPTIONS_LIST(OPT_ROW_)};
+#undef OPT_ROW_
 #define OPT_N (sizeof opt_table / sizeof opt_table[0])
 
+/* The value of d in the snapshot o (opt or opt_defaults). */
+static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
+
+/* getenv would do, but this runs inside the process's first malloc, and
+ * reading environ directly makes it plain that nothing is allocated or
+ * locked. The '=' check keeps HAKMEM_PROF from matching HAKMEM_PROF_FILE. */
 static const char *opt_lookup(const char *name) {
   if (environ == NULL) return NULL;
   size_t n = strlen(name);
@@ -102,6 +56,8 @@ static const char *opt_lookup(const char *name) {
   return NULL;
 }
 
+/* a (a whole value, any case) equals the blen bytes of the lower-case word
+ * b, which need not be NUL-terminated (a word inside "x|y|z"). */
 static bool word_eq(const char *a, const char *b, size_t blen) {
   for (size_t i = 0; i < blen; i++) {
     char c = a[i];
@@ -127,7 +83,7 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
   if (*p < '0' || *p > '9') return false;
   while (*p >= '0' && *p <= '9') {
     uint64_t d = (uint64_t)(*p - '0');
-    if (x > (UINT64_MAX - d) / 10) return false;
+    if (x > (UINT64_MAX - d) / 10) return false; /* overflow: out of any range */
     x = x * 10 + d;
     p++;
   }
@@ -140,6 +96,7 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
       default: return false;
     }
     p++;
+    /* 4K, 4KB and 4KiB all mean 4096: people write all three. */
     if ((*p | 0x20) == 'i') p++;
     if ((*p | 0x20) == 'b') p++;
     if (x > (UINT64_MAX >> shift)) return false;
@@ -150,6 +107,8 @@ static bool parse_uint(const char *v, bool suffixes, uint64_t *out) {
   return true;
 }
 
+/* The index of v among the '|'-separated words, which is what the
+ * HAK_* enums in options.h number. */
 static bool parse_choice(const char *v, const char *choices, int *out) {
   int idx = 0;
   for (const char *c = choices; *c;) {
@@ -163,28 +122,77 @@ static bool parse_choice(const char *v, const char *choices, int *out) {
   return false;
 }
 
-/* Parse one option's value; false if invalid or out of range. */
+/* Parse one option's value into opt; false if invalid or out of range
+ * (opt is then left as it was). */
 static bool opt_parse(const opt_desc_t *d, const char *v) {
+  void *t = opt_at(&opt, d);
   uint64_t x;
   switch (d->kind) {
-    case OPT_BOOL: return parse_bool(v, (bool *)d->target);
+    case OPT_BOOL: return parse_bool(v, (bool *)t);
     case OPT_UINT:
       if (!parse_uint(v, false, &x) || x < d->min || x > d->max) return false;
-      *(uint64_t *)d->target = x;
+      *(uint64_t *)t = x;
       return true;
     case OPT_SIZE:
       if (!parse_uint(v, true, &x) || x < d->min || x > d->max) return false;
-      *(size_t *)d->target = (size_t)x;
+      *(size_t *)t = (size_t)x;
       return true;
-    case OPT_CHOICE: return parse_choice(v, d->choices, (int *)d->target);
+    case OPT_CHOICE: return parse_choice(v, d->choices, (int *)t);
     case OPT_STR:
       if (*v == 0) return false;
-      *(const char **)d->target = v;
+      /* environ's strings live as long as the process unless the program
+       * calls setenv on the same name: the documented limitation of every
+       * option read this way (opt never copies, it must not allocate). */
+      *(const char **)t = v;
       return true;
   }
   return false;
 }
 
+/* Copy the idx-th word of a '|'-separated list into buf. */
+static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap) {
+  const char *c = choices;
+  for (int i = 0; i < idx && c; i++) {
+    c = strchr(c, '|');
+    if (c) c++;
+  }
+  size_t len = 0;
+  if (c) {
+    const char *e = strchr(c, '|');
+    len = e ? (size_t)(e - c) : strlen(c);
+  }
+  if (len >= cap) len = cap - 1;
+  if (c) memcpy(buf, c, len);
+  buf[len] = 0;
+}
+
+/* Sizes print as 4K, 256M, 1G when they are whole multiples, the way the
+ * documentation and a user would write them. */
+static char *opt_fmt_size(char *p, uint64_t x) {
+  static const char suffix[] = "KMGT";
+  int s = -1;
+  while (x != 0 && x % 1024 == 0 && s < 2) x /= 1024, s++; /* G at most: the parser takes no T */
+  p = os_fmt_dec(p, x);
+  if (s >= 0) *p++ = suffix[s];
+  *p = 0;
+  return p;
+}
+
+/* The value of d in snapshot o as text, in buf (cap >= 32). */
+static const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *buf, size_t cap) {
+  const void *t = opt_at(o, d);
+  switch (d->kind) {
+    case OPT_BOOL: return *(const bool *)t ? "1" : "0";
+    case OPT_UINT: os_fmt_dec(buf, *(const uint64_t *)t); return buf;
+    case OPT_SIZE: opt_fmt_size(buf, *(const size_t *)t); return buf;
+    case OPT_STR: return *(const char *const *)t ? *(const char *const *)t : d->unset;
+    case OPT_CHOICE: opt_choice_word(d->choices, *(const int *)t, buf, cap); return buf;
+  }
+  return "?";
+}
+
+/* What a valid value looks like, for the error message and the
+ * documentation's "values" column (buf: at least 96 bytes). */
 static const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
@@ -206,42 +214,16 @@ static const char *opt_expect(const opt_desc_t *d, char *buf) {
   return "?";
 }
 
-static void opt_print_value(const opt_desc_t *d) {
-  char buf[32];
-  switch (d->kind) {
-    case OPT_BOOL: os_write_err(*(bool *)d->target ? "1" : "0"); break;
-    case OPT_UINT:
-      os_fmt_dec(buf, *(uint64_t *)d->target);
-      os_write_err(buf);
-      break;
-    case OPT_SIZE:
-      os_fmt_dec(buf, *(size_t *)d->target);
-      os_write_err(buf);
-      break;
-    case OPT_STR: os_write_err(*(const char **)d->target ? *(const char **)d->target : d->def); break;
-    case OPT_CHOICE: {
-      const char *c = d->choices;
-      for (int i = 0; i < *(int *)d->target && c; i++) {
-        c = strchr(c, '|');
-        if (c) c++;
-      }
-      size_t len = c ? (strchr(c, '|') ? (size_t)(strchr(c, '|') - c) : strlen(c)) : 0;
-      if (len >= sizeof buf) len = sizeof buf - 1;
-      if (c) memcpy(buf, c, len);
-      buf[len] = 0;
-      os_write_err(buf);
-      break;
-    }
-  }
-}
-
-static void opt_apply_profile(int profile) {
-  if (profile == HAK_PROFILE_FAST) {
+/* Presets write opt directly; they run before the explicit variables are
+ * parsed, so any of these can still be overridden one by one. Keep the
+ * PRESET help text in options.h in step with the values here. */
+static void opt_apply_preset(int preset) {
+  if (preset == HAK_PRESET_FAST) {
     opt.purge_delay_ms = 1000;
     opt.large_cache_bytes = (size_t)1 << 30;
     opt.refill_bytes = 16384;
     opt.ss_cache = 32;
-  } else if (profile == HAK_PROFILE_LOWMEM) {
+  } else if (preset == HAK_PRESET_LOWMEM) {
     opt.purge_delay_ms = 1;
     opt.large_cache_bytes = (size_t)4 << 20;
     opt.refill_bytes = 4096;
@@ -250,30 +232,54 @@ static void opt_apply_profile(int profile) {
   }
 }
 
+/* env_name is the name the user wrote (it differs from d->name for the
+ * deprecated alias), so the message points at the variable actually set. */
+static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *v) {
+  if (opt_parse(d, v)) return;
+  char exp[96], val[64];
+  os_write_err("hakmem: HAKMEM_");
+  os_write_err(env_name);
+  os_write_err("=");
+  os_write_err(v);
+  os_write_err(": expected ");
+  os_write_err(opt_expect(d, exp));
+  os_write_err("; using default ");
+  os_write_err(opt_fmt_value(&opt, d, val, sizeof val));
+  os_write_err("\n");
+}
+
+static const opt_desc_t *opt_by_field(const char *field) {
+  for (size_t i = 0; i < OPT_N; i++)
+    if (strcmp(opt_table[i].field, field) == 0) return &opt_table[i];
+  return NULL;
+}
+
 void options_init(void) {
-  /* The preset first (it is the table's second row), then every variable. */
+  /* The preset goes first so that explicit variables override it,
+   * whatever their order in the environment. HAKMEM_PROFILE was its name
+   * until it proved too easy to confuse with HAKMEM_PROF (the profiler);
+   * it is honoured, with a notice, unless HAKMEM_PRESET is also set. */
+  const opt_desc_t *pd = opt_by_field("preset");
+  const char *v = opt_lookup("PRESET");
+  const char *vname = "PRESET";
+  if (v == NULL && (v = opt_lookup("PROFILE")) != NULL) {
+    vname = "PROFILE";
+    os_write_err("hakmem: HAKMEM_PROFILE is deprecated, use HAKMEM_PRESET (same values)\n");
+  } else if (v != NULL && opt_lookup("PROFILE") != NULL) {
+    os_write_err("hakmem: HAKMEM_PROFILE (deprecated) ignored: HAKMEM_PRESET is set\n");
+  }
+  if (v != NULL) {
+    opt_set_from(pd, vname, v);
+    opt_apply_preset(opt.preset);
+  }
   for (size_t i = 0; i < OPT_N; i++) {
     const opt_desc_t *d = &opt_table[i];
-    const char *v = opt_lookup(d->name);
-    if (v == NULL) continue;
-    if (!opt_parse(d, v)) {
-      char exp[96];
-      os_write_err("hakmem: HAKMEM_");
-      os_write_err(d->name);
-      os_write_err("=");
-      os_write_err(v);
-      os_write_err(": expected ");
-      os_write_err(opt_expect(d, exp));
-      os_write_err("; using default ");
-      opt_print_value(d);
-      os_write_err("\n");
-      continue;
-    }
-    if (d->target == &opt.profile) opt_apply_profile(opt.profile);
+    if (d == pd || (v = opt_lookup(d->name)) == NULL) continue;
+    opt_set_from(d, d->name, v);
   }
-  if (opt.prof_leaks) opt.prof = true;
+  if (opt.prof_leaks) opt.prof = true; /* leaks are found from the samples */
   if (opt.verbose) {
-    char buf[24];
+    char buf[64];
     os_write_err("hakmem: build: version " HAK_STR_VERSION);
     os_write_err(HAK_DEBUG ? ", debug" : ", release");
     os_write_err(HAK_SECURE ? ", secure" : "");
@@ -288,12 +294,38 @@ void options_init(void) {
       os_write_err("  HAKMEM_");
       os_write_err(opt_table[i].name);
       os_write_err("=");
-      opt_print_value(&opt_table[i]);
+      os_write_err(opt_fmt_value(&opt, &opt_table[i], buf, sizeof buf));
       os_write_err("\n");
     }
   }
 }
 
+int options_get(const char *field, void *oldp, size_t *oldlenp) {
+  const opt_desc_t *d = opt_by_field(field);
+  if (d == NULL) return ENOENT;
+  size_t len = 0;
+  switch (d->kind) {
+    case OPT_BOOL: len = sizeof(bool); break;
+    case OPT_UINT: len = sizeof(uint64_t); break;
+    case OPT_SIZE: len = sizeof(size_t); break;
+    case OPT_CHOICE: len = sizeof(int); break;
+    case OPT_STR: len = sizeof(const char *); break;
+  }
+  if (oldp == NULL) {
+    if (oldlenp != NULL) *oldlenp = len; /* a size query, as in mallctl */
+    return 0;
+  }
+  if (oldlenp == NULL || *oldlenp != len) return EINVAL;
+  if (d->kind == OPT_STR && *(const char **)opt_at(&opt, d) == NULL) {
+    *(const char **)oldp = d->unset; /* never hand out NULL for a path */
+    return 0;
+  }
+  memcpy(oldp, opt_at(&opt, d), len);
+  return 0;
+}
+
+/* Defaults come from opt_defaults, never from opt: the page must not
+ * depend on the environment of whoever regenerates it. */
 size_t options_doc(char *buf, size_t cap) {
   size_t n = 0;
 #define PUT(s)                                      \
@@ -303,30 +335,31 @@ size_t options_doc(char *buf, size_t cap) {
     if (n + l_ < cap) memcpy(buf + n, s_, l_), n += l_; \
   } while (0)
   PUT("# hakmem options\n\n"
-      "Generated from the option table in `src/options.c` "
+      "Generated from `OPTIONS_LIST` in `src/options.h` "
       "(`build/tools/hakmem_options_doc > docs/options.md`; a test fails when this page is stale).\n\n"
       "Every option is an environment variable read once, when the process makes its first "
       "allocation; nothing reads the environment afterwards and no hot path reads options. "
       "Booleans accept 1/0, true/false, on/off, yes/no; sizes accept K, M and G suffixes. "
       "An invalid or out-of-range value is reported once on stderr "
-      "(`hakmem: HAKMEM_X=...: expected ...; using default ...`) and ignored.\n\n"
+      "(`hakmem: HAKMEM_X=...: expected ...; using default ...`) and ignored. "
+      "Every option can be read at run time as `opt.<field>` with `hak_ctl` (docs/ctl.md); "
+      "the field is given under each name.\n\n"
       "| variable | default | values | meaning |\n|---|---|---|---|\n");
   for (size_t i = 0; i < OPT_N; i++) {
     const opt_desc_t *d = &opt_table[i];
-    char range[96];
+    char range[96], def[64];
     PUT("| `HAKMEM_");
     PUT(d->name);
+    PUT("`<br>`opt.");
+    PUT(d->field);
     PUT("` | ");
-    PUT(d->def);
+    PUT(opt_fmt_value(&opt_defaults, d, def, sizeof def));
     PUT(" | ");
     switch (d->kind) {
       case OPT_BOOL: PUT("boolean"); break;
       case OPT_CHOICE: PUT(d->choices); break;
       case OPT_STR: PUT("path"); break;
-      default: {
-        opt_expect(d, range);
-        PUT(range);
-      }
+      default: PUT(opt_expect(d, range));
     }
     PUT(" | ");
     PUT(d->help);

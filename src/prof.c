@@ -1,13 +1,17 @@
 /*
  * prof.c — sampled heap profiling (see prof.h).
  *
- * Estimator: a block of size s is sampled with probability about
- * min(1, s / mean), so each sample stands for max(s, mean) bytes; summed by
- * stack that estimates the live bytes allocated there. The gaps between
- * samples are uniform in [0, 2*mean), so periodic allocation patterns are
- * not aliased. (tcmalloc and jemalloc sample the same way, with exponential
- * gaps.) Records live in a table mapped from the OS, with a bit filter so
- * that a free of an unsampled block costs one load.
+ * Estimator: the gaps between samples, in bytes allocated, are drawn from
+ * an exponential distribution of mean m (opt.prof_sample), so the samples
+ * form a Poisson process over the allocated bytes: a block of size s is
+ * sampled with probability 1 - exp(-s/m), independently of every other
+ * block and of any periodic pattern in the program. A sample therefore
+ * stands for s / (1 - exp(-s/m)) bytes (about m for small blocks, s for
+ * large ones); summed by stack that is an unbiased estimate of the live
+ * bytes allocated there. This is the model gperftools calls heap_v2, which
+ * is why PATH.heap carries raw sample counts and sizes and pprof does the
+ * scaling itself. Records live in a table mapped from the OS, with a bit
+ * filter so that a free of an unsampled block costs one load.
  */
 #include "prof.h"
 #include "hakmem.h"
@@ -16,11 +20,16 @@
 #include "stats.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -41,11 +50,69 @@ static prof_rec_t *prof_tab;
 static _Atomic uint64_t *prof_filter;
 static size_t prof_live, prof_dropped;
 static volatile sig_atomic_t prof_dump_requested;
+static _Atomic bool prof_on = true;           /* hak_ctl "prof.active" */
+static _Atomic uint64_t prof_bytes_total;     /* flushed from prof_acc at samples */
+static _Atomic uint64_t prof_next_dump_bytes; /* HAKMEM_PROF_INTERVAL_BYTES */
+static _Atomic uint64_t prof_seq;             /* NNNN of the next numbered dump */
+static uint64_t prof_next_dump_ms;            /* the report thread's only */
+/* Per thread, so that sampling needs no shared state: bytes left before
+ * the next sample (signed: an allocation may overshoot it), bytes
+ * allocated since the last flush to prof_bytes_total, the generator, and a
+ * re-entrancy guard (the unwinder and the dumps may allocate). */
 static HAK_TLS int64_t prof_left;
+static HAK_TLS uint64_t prof_acc;
 static HAK_TLS uint64_t prof_rng;
 static HAK_TLS int prof_busy;
 
+/* Blocks are 16-byte aligned, so the low 4 bits carry nothing; the
+ * multiply spreads the rest and the high bits are kept. The same hash
+ * picks the table slot and the filter bit: a set bit means "maybe
+ * sampled" (another block may share it), a clear one "certainly not". */
 static size_t prof_hash(uintptr_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+
+/* ---- arithmetic without libm ------------------------------------------------
+ * The library links only libc and pthreads, so the two transcendental
+ * functions the sampler needs are computed here; a few digits suffice. */
+
+#define PROF_LN2 0.69314718055994530942
+
+/* ln(x) for x > 0: x = 2^e * m with m in [1, 2), ln m = 2 atanh((m-1)/(m+1)),
+ * whose series converges fast since (m-1)/(m+1) <= 1/3. */
+static double prof_ln(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  int e = (int)((b >> 52) & 0x7ff) - 1023;
+  b = (b & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &b, sizeof m);
+  double t = (m - 1) / (m + 1), t2 = t * t, term = t, sum = 0;
+  for (int k = 1; k < 30; k += 2) {
+    sum += term / k;
+    term *= t2;
+  }
+  return e * PROF_LN2 + 2 * sum;
+}
+
+/* exp(-r) for r >= 0: r = k ln2 + f with f in [0, ln2), Taylor for the rest. */
+static double prof_exp_neg(double r) {
+  if (r > 60) return 0; /* below 1e-26: 1 - exp(-r) is 1 in a double */
+  int k = (int)(r / PROF_LN2);
+  double f = r - k * PROF_LN2, term = 1, sum = 1;
+  for (int i = 1; i < 20; i++) {
+    term *= -f / i;
+    sum += term;
+  }
+  while (k-- > 0) sum *= 0.5;
+  return sum;
+}
+
+/* Bytes one sample of a size-byte block stands for (see the top comment). */
+static size_t prof_weight(size_t size, size_t mean) {
+  if (mean <= 1) return size;
+  double r = (double)size / (double)mean;
+  double p = r < 1e-9 ? r : 1 - prof_exp_neg(r); /* avoid cancellation for tiny r */
+  return (size_t)((double)size / p + 0.5);
+}
 
 static void prof_on_signal(int sig) {
   (void)sig;
@@ -63,6 +130,7 @@ void prof_init(void) {
     opt.prof = false;
     return;
   }
+  prof_next_dump_bytes = opt.prof_interval_bytes;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = prof_on_signal;
@@ -70,11 +138,17 @@ void prof_init(void) {
   sigaction(SIGUSR2, &sa, NULL);
 }
 
+/* The next gap: -m ln(u) with u uniform in (0, 1], from a per-thread
+ * xorshift generator (seeded from the thread's address and the clock, so
+ * threads and runs differ). */
 static uint64_t prof_next_gap(void) {
   if (prof_rng == 0) prof_rng = (uint64_t)(uintptr_t)&prof_rng ^ (os_now_ms() * 0x9E3779B97F4A7C15ull) ^ 1;
   prof_rng ^= prof_rng << 13, prof_rng ^= prof_rng >> 7, prof_rng ^= prof_rng << 17;
   uint64_t mean = opt.prof_sample;
-  return mean <= 1 ? 1 : prof_rng % (2 * mean);
+  if (mean <= 1) return 1;
+  double u = (double)((prof_rng >> 11) + 1) * (1.0 / 9007199254740992.0);
+  double g = -prof_ln(u) * (double)mean;
+  return g < 1 ? 1 : (uint64_t)g;
 }
 
 struct prof_unwind {
@@ -92,10 +166,15 @@ static _Unwind_Reason_Code prof_unwind_cb(struct _Unwind_Context *ctx, void *arg
 }
 
 static void prof_dump_if_requested(void);
+static void prof_dump_numbered(void);
 
 void prof_alloc(void *p, size_t size) {
   if (p == NULL || prof_busy) return;
+  /* SIGUSR2's dump is written here, by the next allocating thread: the
+   * handler itself may not touch locks or files. */
   if (prof_dump_requested) prof_dump_if_requested();
+  if (!atomic_load_explicit(&prof_on, memory_order_relaxed)) return;
+  prof_acc += size;
   prof_left -= (int64_t)size;
   if (prof_left > 0) return;
   prof_left = (int64_t)prof_next_gap();
@@ -105,12 +184,14 @@ void prof_alloc(void *p, size_t size) {
   _Unwind_Backtrace(prof_unwind_cb, &u);
   rec.ptr = (uintptr_t)p;
   rec.size = size;
-  rec.weight = size > opt.prof_sample ? size : opt.prof_sample;
+  /* The mean in force now: a later hak_ctl("prof.sample") does not change
+   * what this sample stands for. */
+  rec.weight = prof_weight(size, opt.prof_sample);
   rec.nframes = u.n;
   size_t h = prof_hash(rec.ptr);
   pthread_mutex_lock(&prof_lock);
   if (prof_live * 4 >= PROF_CAP * 3) {
-    prof_dropped++;
+    prof_dropped++; /* keep probe chains short rather than track everything */
   } else {
     size_t i = h & (PROF_CAP - 1);
     while (prof_tab[i].ptr > PROF_TOMB) i = (i + 1) & (PROF_CAP - 1);
@@ -120,6 +201,20 @@ void prof_alloc(void *p, size_t size) {
                              memory_order_relaxed);
   }
   pthread_mutex_unlock(&prof_lock);
+  /* Byte-interval dumps. Bytes reach the global total only here, at a
+   * sample, so the count is behind by at most one gap per thread: "about"
+   * every N bytes, at no cost to the unsampled calls. The CAS lets exactly
+   * one thread write each numbered dump. */
+  uint64_t iv = opt.prof_interval_bytes;
+  if (iv != 0) {
+    uint64_t tot = atomic_fetch_add_explicit(&prof_bytes_total, prof_acc, memory_order_relaxed) + prof_acc;
+    uint64_t due = atomic_load_explicit(&prof_next_dump_bytes, memory_order_relaxed);
+    if (tot >= due) {
+      uint64_t next = due + iv * ((tot - due) / iv + 1); /* skip intervals already passed */
+      if (atomic_compare_exchange_strong(&prof_next_dump_bytes, &due, next)) prof_dump_numbered();
+    }
+  }
+  prof_acc = 0;
   prof_busy = 0;
 }
 
@@ -131,6 +226,8 @@ void prof_free(void *p) {
   pthread_mutex_lock(&prof_lock);
   for (size_t i = h & (PROF_CAP - 1); prof_tab[i].ptr != 0; i = (i + 1) & (PROF_CAP - 1)) {
     if (prof_tab[i].ptr == (uintptr_t)p) {
+      /* A tombstone, not an empty slot: later records of the same probe
+       * chain must stay reachable. */
       prof_tab[i].ptr = PROF_TOMB;
       prof_live--;
       break;
@@ -139,14 +236,150 @@ void prof_free(void *p) {
   pthread_mutex_unlock(&prof_lock);
 }
 
-/* ---- dumps ----------------------------------------------------------------- */
+int prof_set_active(bool on) {
+  if (!opt.prof || prof_tab == NULL) return EPERM;
+  atomic_store_explicit(&prof_on, on, memory_order_relaxed);
+  return 0;
+}
 
-typedef struct prof_agg {
-  uint64_t key;
-  size_t bytes, count;
-  uint32_t nframes;
-  void *frames[PROF_FRAMES];
-} prof_agg_t;
+bool prof_is_active(void) { return opt.prof && prof_tab != NULL && atomic_load_explicit(&prof_on, memory_order_relaxed); }
+
+int prof_set_sample(size_t mean) {
+  if (mean == 0 || mean > ((size_t)1 << 40)) return EINVAL;
+  /* A plain store read by prof_next_gap on other threads: a torn read is
+   * impossible for an aligned word, and a stale one only delays the change
+   * by one gap. */
+  __atomic_store_n(&opt.prof_sample, mean, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* ---- naming frames ---------------------------------------------------------- */
+
+/* A program not linked with -rdynamic has no dynamic symbols for its own
+ * functions, so dladdr can name only the file. The static symbol table
+ * (.symtab, present unless the binary was stripped) still has them: the
+ * dump maps the file read-only and searches it. One file is kept mapped
+ * between lookups (frames of one dump come mostly from the same file) and
+ * unmapped at the end of the dump. */
+typedef struct prof_elf {
+  const void *fbase; /* dladdr's load address of the file mapped, or NULL */
+  void *map;
+  size_t len;
+  const ElfW(Sym) *syms;
+  size_t nsyms;
+  const char *strs;
+  size_t strs_len;
+  uintptr_t bias; /* run-time address minus symbol value */
+} prof_elf_t;
+
+/* A stack alternates between files (program, libc, program again), so a
+ * few are kept, replaced round-robin; all are unmapped after each dump. */
+#define PROF_ELF_CACHE 4
+static prof_elf_t prof_elfs[PROF_ELF_CACHE];
+static unsigned prof_elf_next;
+
+static void prof_elf_close(void) {
+  for (unsigned i = 0; i < PROF_ELF_CACHE; i++) {
+    if (prof_elfs[i].map != NULL) munmap(prof_elfs[i].map, prof_elfs[i].len);
+    memset(&prof_elfs[i], 0, sizeof prof_elfs[i]);
+  }
+}
+
+/* dl_iterate_phdr reports the main program first: keep its load address
+ * as dladdr would give it (the start of its lowest PT_LOAD segment). */
+static int prof_main_base_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  uintptr_t lowest = UINTPTR_MAX;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lowest)
+      lowest = info->dlpi_phdr[i].p_vaddr & ~(uintptr_t)4095;
+  *(uintptr_t *)arg = lowest == UINTPTR_MAX ? 0 : info->dlpi_addr + lowest;
+  return 1; /* stop after the first */
+}
+
+/* The file dladdr named, or /proc/self/exe for the main program, whose
+ * name from dladdr is argv[0] (maybe relative, maybe not a path at all).
+ * Nothing here may allocate: callers hold prof_lock, which a free in
+ * this thread would want again. */
+static int prof_elf_open_for(const Dl_info *fi) {
+  uintptr_t main_base = 0;
+  dl_iterate_phdr(prof_main_base_cb, &main_base);
+  int fd = -1;
+  bool is_main = (uintptr_t)fi->dli_fbase == main_base || fi->dli_fname == NULL || fi->dli_fname[0] != '/';
+  if (!is_main) fd = open(fi->dli_fname, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  return fd;
+}
+
+/* The cache entry for fi's file, loaded if need be; NULL if that file has
+ * no usable .symtab (remembered too, so it is not opened again). */
+static const prof_elf_t *prof_elf_load(const Dl_info *fi) {
+  for (unsigned i = 0; i < PROF_ELF_CACHE; i++)
+    if (prof_elfs[i].fbase == fi->dli_fbase && fi->dli_fbase != NULL)
+      return prof_elfs[i].syms != NULL ? &prof_elfs[i] : NULL;
+  prof_elf_t *e = &prof_elfs[prof_elf_next++ % PROF_ELF_CACHE];
+  if (e->map != NULL) munmap(e->map, e->len);
+  memset(e, 0, sizeof *e);
+  e->fbase = fi->dli_fbase;
+  int fd = prof_elf_open_for(fi);
+  if (fd < 0) return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(ElfW(Ehdr))) {
+    close(fd);
+    return NULL;
+  }
+  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return NULL;
+  e->map = m;
+  e->len = (size_t)st.st_size;
+  const ElfW(Ehdr) *eh = m;
+  /* Every offset read from the file is bounds-checked: the file may be
+   * anything (replaced on disk since the program started, truncated). */
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_shoff == 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+      eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > e->len ||
+      eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > e->len)
+    return NULL;
+  const ElfW(Shdr) *sh = (const ElfW(Shdr) *)((const char *)m + eh->e_shoff);
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+    const ElfW(Shdr) *str = &sh[sh[i].sh_link];
+    if (sh[i].sh_offset + sh[i].sh_size > e->len || str->sh_offset + str->sh_size > e->len) return NULL;
+    e->syms = (const ElfW(Sym) *)((const char *)m + sh[i].sh_offset);
+    e->nsyms = sh[i].sh_size / sizeof(ElfW(Sym));
+    e->strs = (const char *)m + str->sh_offset;
+    e->strs_len = str->sh_size;
+    break;
+  }
+  /* dladdr's base is where the lowest PT_LOAD segment begins; for a
+   * position-independent file symbol values are relative to the file's
+   * own lowest vaddr, for a fixed-address one they are absolute. */
+  uintptr_t lowest = UINTPTR_MAX;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)m + eh->e_phoff);
+  for (unsigned i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lowest) lowest = ph[i].p_vaddr & ~(uintptr_t)4095;
+  e->bias = eh->e_type == ET_DYN && lowest != UINTPTR_MAX ? (uintptr_t)fi->dli_fbase - lowest : 0;
+  return e->syms != NULL ? e : NULL;
+}
+
+/* The function of the .symtab containing ip, or NULL. */
+static const char *prof_elf_name(void *ip, const Dl_info *fi) {
+  const prof_elf_t *e = prof_elf_load(fi);
+  if (e == NULL) return NULL;
+  uintptr_t a = (uintptr_t)ip - e->bias;
+  const ElfW(Sym) *best = NULL;
+  for (size_t i = 0; i < e->nsyms; i++) {
+    const ElfW(Sym) *y = &e->syms[i];
+    if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_value == 0 || y->st_name >= e->strs_len) continue;
+    /* Inside [value, value+size), or the nearest below for size-less ones. */
+    if (a >= y->st_value && (a < y->st_value + y->st_size ||
+                             (y->st_size == 0 && (best == NULL || y->st_value > best->st_value))))
+      best = y;
+    if (best == y && y->st_size != 0) break;
+  }
+  return best ? e->strs + best->st_name : NULL;
+}
 
 /* Frames inside the allocator (its own functions or library) say nothing
  * about the program: drop them from the top of each stack. */
@@ -155,10 +388,13 @@ static bool prof_frame_is_ours(void *ip) {
   if (dladdr((void *)prof_alloc, &me) && dladdr(ip, &fi)) {
     if (fi.dli_fbase == me.dli_fbase && strstr(me.dli_fname, "hakmem") != NULL) return true;
     const char *s = fi.dli_sname;
+    /* Linked statically into a program: our functions are in its file and
+     * may have only static symbols; their component prefixes tell them. */
+    if (s == NULL && fi.dli_fbase == me.dli_fbase) s = prof_elf_name(ip, &fi);
     if (s && (!strncmp(s, "hak_", 4) || !strncmp(s, "heap_", 5) || !strncmp(s, "prof_", 5) ||
-              !strncmp(s, "large_", 6) || !strcmp(s, "malloc") || !strcmp(s, "calloc") ||
-              !strcmp(s, "realloc") || !strcmp(s, "aligned_alloc") || !strcmp(s, "posix_memalign") ||
-              !strcmp(s, "memalign") || !strncmp(s, "_Zn", 3)))
+              !strncmp(s, "alloc_", 6) || !strncmp(s, "large_", 6) || !strcmp(s, "malloc") ||
+              !strcmp(s, "calloc") || !strcmp(s, "realloc") || !strcmp(s, "aligned_alloc") ||
+              !strcmp(s, "posix_memalign") || !strcmp(s, "memalign") || !strncmp(s, "_Zn", 3)))
       return true;
   }
   return false;
@@ -166,8 +402,13 @@ static bool prof_frame_is_ours(void *ip) {
 
 static void prof_frame_name(void *ip, char *out, size_t cap) {
   Dl_info fi;
-  if (dladdr(ip, &fi) && fi.dli_sname != NULL) {
-    snprintf(out, cap, "%s", fi.dli_sname);
+  const char *sym = NULL;
+  if (dladdr(ip, &fi)) {
+    sym = fi.dli_sname;
+    if (sym == NULL && fi.dli_fname != NULL) sym = prof_elf_name(ip, &fi);
+  }
+  if (sym != NULL) {
+    snprintf(out, cap, "%s", sym);
   } else if (dladdr(ip, &fi) && fi.dli_fname != NULL) {
     const char *base = strrchr(fi.dli_fname, '/');
     snprintf(out, cap, "%s+0x%lx", base ? base + 1 : fi.dli_fname,
@@ -179,6 +420,15 @@ static void prof_frame_name(void *ip, char *out, size_t cap) {
     if (*c == ';' || *c == ' ') *c = '_'; /* folded-stack separators */
 }
 
+/* ---- dumps ----------------------------------------------------------------- */
+
+typedef struct prof_agg {
+  uint64_t key;
+  size_t bytes, count, size;
+  uint32_t nframes;
+  void *frames[PROF_FRAMES];
+} prof_agg_t;
+
 static void prof_write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, s, n);
@@ -188,9 +438,11 @@ static void prof_write_all(int fd, const char *s, size_t n) {
   }
 }
 
-/* Aggregate live samples by stack. Returns the number of stacks in *out
- * (mapped from the OS; caller unmaps *out_bytes). */
-static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes) {
+/* Aggregate live samples by stack (and, with by_size, by block size too:
+ * pprof scales each line by its mean block size, which is exact only when
+ * the line holds one size). Returns the number of entries in *out (mapped
+ * from the OS; the caller unmaps *out_bytes). */
+static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes, bool by_size) {
   size_t cap = PROF_CAP * 2, nagg = 0;
   *out_bytes = cap * sizeof(prof_agg_t);
   prof_agg_t *agg = os_map(*out_bytes);
@@ -202,33 +454,83 @@ static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes) {
     if (r->ptr <= PROF_TOMB) continue;
     uint32_t skip = 0;
     while (skip < r->nframes && prof_frame_is_ours(r->frames[skip])) skip++;
+    /* FNV-1a over the frames; |1 so that 0 can mean an empty slot. */
     uint64_t key = 1469598103934665603ull;
     for (uint32_t f = skip; f < r->nframes; f++) key = (key ^ (uintptr_t)r->frames[f]) * 1099511628211ull;
+    if (by_size) key = (key ^ r->size) * 1099511628211ull;
     key |= 1;
     size_t j = (size_t)(key >> 7) & (cap - 1);
     while (agg[j].key != 0 && agg[j].key != key) j = (j + 1) & (cap - 1);
     if (agg[j].key == 0) {
       agg[j].key = key;
+      agg[j].size = r->size;
       agg[j].nframes = r->nframes - skip;
       memcpy(agg[j].frames, r->frames + skip, agg[j].nframes * sizeof(void *));
       nagg++;
     }
-    agg[j].bytes += r->weight;
+    agg[j].bytes += by_size ? r->size : r->weight; /* .heap: raw sizes, pprof scales */
     agg[j].count++;
   }
   pthread_mutex_unlock(&prof_lock);
-  /* Compact to the front. */
+  /* Compact to the front; the order is the hash's, i.e. arbitrary: the
+   * formats do not depend on it, pprof and flame graphs sort themselves. */
   size_t k = 0;
   for (size_t j = 0; j < cap; j++)
     if (agg[j].key != 0) agg[k++] = agg[j];
   return nagg;
 }
 
-static void prof_write_reports(const char *prefix, int leaks_fd) {
+/* path: gperftools' heap-profile text (the heap_v2 flavour, which pprof
+ * unsamples with the Poisson model above), then /proc/self/maps so pprof
+ * can map addresses to files. The [alloc] pair repeats the in-use pair:
+ * only live samples are kept, so there is no total-allocated figure. */
+static bool prof_write_heap(const char *path) {
   prof_agg_t *agg;
-  size_t agg_bytes, n = prof_aggregate(&agg, &agg_bytes);
-  if (agg == NULL) return;
+  size_t agg_bytes, n = prof_aggregate(&agg, &agg_bytes, true);
+  if (agg == NULL) return false;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    os_unmap(agg, agg_bytes);
+    return false;
+  }
+  size_t tn = 0, tb = 0;
+  for (size_t i = 0; i < n; i++) tn += agg[i].count, tb += agg[i].bytes;
+  char line[PROF_FRAMES * 24 + 128];
+  size_t len = (size_t)snprintf(line, sizeof line, "heap profile: %6zu: %8zu [%6zu: %8zu] @ heap_v2/%zu\n", tn, tb, tn,
+                                tb, opt.prof_sample);
+  prof_write_all(fd, line, len);
+  for (size_t i = 0; i < n; i++) {
+    len = (size_t)snprintf(line, sizeof line, "%6zu: %8zu [%6zu: %8zu] @", agg[i].count, agg[i].bytes,
+                           agg[i].count, agg[i].bytes);
+    for (uint32_t f = 0; f < agg[i].nframes; f++)
+      len += (size_t)snprintf(line + len, sizeof line - len, " %#lx", (unsigned long)(uintptr_t)agg[i].frames[f]);
+    line[len++] = '\n';
+    prof_write_all(fd, line, len);
+  }
+  prof_write_all(fd, "\nMAPPED_LIBRARIES:\n", 19);
+  int mfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (mfd >= 0) {
+    char buf[4096];
+    ssize_t r;
+    while ((r = read(mfd, buf, sizeof buf)) > 0) prof_write_all(fd, buf, (size_t)r);
+    close(mfd);
+  }
+  close(fd);
+  os_unmap(agg, agg_bytes);
+  return true;
+}
+
+/* false if PATH.heap could not be written (the other files follow it). */
+static bool prof_write_reports(const char *prefix, int leaks_fd) {
   char path[4096], line[8192], name[512];
+  bool ok = true;
+  if (prefix != NULL) {
+    snprintf(path, sizeof path, "%s.heap", prefix);
+    ok = prof_write_heap(path);
+  }
+  prof_agg_t *agg;
+  size_t agg_bytes, n = prof_aggregate(&agg, &agg_bytes, false);
+  if (agg == NULL) return false;
   int ffd = -1, tfd = -1;
   if (prefix != NULL) {
     snprintf(path, sizeof path, "%s.folded", prefix);
@@ -260,6 +562,8 @@ static void prof_write_reports(const char *prefix, int leaks_fd) {
                                   prof_live, total, n, opt.prof_sample,
                                   prof_dropped ? " (table full: samples dropped)" : "");
     prof_write_all(fd, line, len);
+    /* Selection by repeated maximum with the key as the "taken" mark:
+     * 20 passes over n, no sort buffer to allocate. */
     for (int t = 0; t < 20; t++) {
       size_t best = n, bb = 0;
       for (size_t i = 0; i < n; i++)
@@ -281,6 +585,8 @@ static void prof_write_reports(const char *prefix, int leaks_fd) {
   if (ffd >= 0) close(ffd);
   if (tfd >= 0) close(tfd);
   os_unmap(agg, agg_bytes);
+  prof_elf_close();
+  return ok;
 }
 
 static void prof_default_prefix(char *buf, size_t cap) {
@@ -290,13 +596,47 @@ static void prof_default_prefix(char *buf, size_t cap) {
     snprintf(buf, cap, "hakmem-prof.%d", (int)getpid());
 }
 
+/* Dumps may start on several threads at once (signal, interval, API);
+ * this lock keeps their files whole, and is never held while prof_lock
+ * is wanted by the same thread in the other order. */
+static pthread_mutex_t prof_dump_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void prof_dump_if_requested(void) {
   prof_dump_requested = 0;
   char prefix[1024];
   prof_default_prefix(prefix, sizeof prefix);
   prof_busy++;
+  pthread_mutex_lock(&prof_dump_lock);
   prof_write_reports(prefix, -1);
+  pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
+}
+
+/* PATH.NNNN.heap, NNNN from 0000 on (wider past 9999). */
+static void prof_dump_numbered(void) {
+  char prefix[1024], path[1100];
+  prof_default_prefix(prefix, sizeof prefix);
+  uint64_t seq = atomic_fetch_add_explicit(&prof_seq, 1, memory_order_relaxed);
+  snprintf(path, sizeof path, "%s.%04llu.heap", prefix, (unsigned long long)seq);
+  prof_busy++;
+  pthread_mutex_lock(&prof_dump_lock);
+  prof_write_heap(path);
+  prof_elf_close();
+  pthread_mutex_unlock(&prof_dump_lock);
+  prof_busy--;
+}
+
+uint64_t prof_dumps_numbered(void) { return atomic_load_explicit(&prof_seq, memory_order_relaxed); }
+
+void prof_tick(uint64_t now_ms) {
+  if (!opt.prof || prof_tab == NULL) return;
+  if (prof_dump_requested) prof_dump_if_requested(); /* SIGUSR2 in a program that stopped allocating */
+  uint64_t iv = opt.prof_interval_ms;
+  if (iv == 0) return;
+  if (prof_next_dump_ms == 0) prof_next_dump_ms = now_ms + iv;
+  if (now_ms < prof_next_dump_ms) return;
+  prof_next_dump_ms = now_ms + iv;
+  prof_dump_numbered();
 }
 
 HAK_EXPORT int hak_prof_dump(const char *path) {
@@ -307,9 +647,11 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
   else
     snprintf(prefix, sizeof prefix, "%s", path);
   prof_busy++;
-  prof_write_reports(prefix, -1);
+  pthread_mutex_lock(&prof_dump_lock);
+  bool ok = prof_write_reports(prefix, -1);
+  pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
-  return 0;
+  return ok ? 0 : -1;
 }
 
 __attribute__((destructor)) static void prof_exit_dump(void) {
@@ -317,6 +659,8 @@ __attribute__((destructor)) static void prof_exit_dump(void) {
   char prefix[1024];
   prof_default_prefix(prefix, sizeof prefix);
   prof_busy++;
+  pthread_mutex_lock(&prof_dump_lock);
   prof_write_reports(prefix, opt.prof_leaks ? stats_report_fd() : -1);
+  pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
 }

@@ -1,14 +1,18 @@
 /*
  * prof.h — sampled heap profiling (HAKMEM_PROF=1).
  *
- * Owns: the sampling decision (a per-thread byte countdown with randomised
- * gaps of mean HAKMEM_PROF_SAMPLE), the table of live sampled blocks with
- * their call stacks, and the dumps (folded stacks for flame-graph tools and
- * a plain-text top list) at exit, on SIGUSR2 and through hak_prof_dump().
- * Promises: costs nothing unless enabled — while profiling, the thread
- * fronts keep their fast paths closed so every call reaches the cold paths,
- * which call prof_alloc/prof_free; nothing here allocates from hakmem.
- * May call: os, options, libgcc's unwinder (linked statically), dladdr.
+ * Owns: the sampling decision (a per-thread byte countdown with
+ * exponentially distributed gaps of mean HAKMEM_PROF_SAMPLE), the table of
+ * live sampled blocks with their call stacks, and the dumps: PATH.heap
+ * (gperftools' heap-profile text, read by pprof), PATH.folded (flame-graph
+ * input) and PATH.txt (top list), at exit, on SIGUSR2, through
+ * hak_prof_dump()/hak_ctl, and periodically (PATH.NNNN.heap, by bytes
+ * allocated or by time). Promises: costs nothing unless enabled — while
+ * profiling, the thread fronts keep their fast paths closed so every call
+ * reaches the cold paths, which call prof_alloc/prof_free; nothing here
+ * allocates from hakmem. May call: os, options, stats (report fd), libgcc's
+ * unwinder (linked statically), dladdr, the ELF files of the process
+ * (read-only, to name static functions).
  */
 #ifndef HAK_PROF_H
 #define HAK_PROF_H
@@ -20,5 +24,17 @@ void prof_init(void);
 void prof_alloc(void *p, size_t size);
 /* p is being freed. */
 void prof_free(void *p);
+
+/* hak_ctl "prof.active": while off, no new sample is taken (frees still
+ * retire old ones). EPERM unless HAKMEM_PROF was set at start-up: the
+ * thread fronts were opened without the profiler and stay so. */
+int prof_set_active(bool on);
+bool prof_is_active(void);
+/* hak_ctl "prof.sample": the mean gap from the next sample on. */
+int prof_set_sample(size_t mean);
+/* The report thread (ctl.c), about every 50 ms: time-based dumps. */
+void prof_tick(uint64_t now_ms);
+/* Dumps written to PATH.NNNN.heap so far (the next NNNN). */
+uint64_t prof_dumps_numbered(void);
 
 #endif

@@ -42,13 +42,16 @@ void stats_thread_merge(void) {
 }
 #endif
 
+/* Called for each live superslab under the registry lock, while its owner
+ * threads keep allocating: slab fields are read with relaxed loads and may
+ * be a moment apart from each other, which a snapshot tolerates. */
 static void stats_visit(const superslab_t *ss, void *arg) {
   struct hak_stats *st = arg;
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
-    if (ss->free_mask & ((uint64_t)1 << i)) continue;
+    if (ss->free_mask & ((uint64_t)1 << i)) continue; /* free slab: no class, counted as idle */
     const slab_t *s = &ss->slabs[i];
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_RELAXED);
-    if (c >= HAK_NCLASS) continue;
+    if (c >= HAK_NCLASS) continue; /* being (re)assigned right now */
     size_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
     size_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
     st->classes[c].slabs++;
@@ -60,6 +63,9 @@ static void stats_visit(const superslab_t *ss, void *arg) {
 }
 
 HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
+  /* Callers built against an older header pass a smaller size: everything
+   * up to classes[] has been there since version 1, and nothing past
+   * out->size is written (the memcpy at the end). */
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
   init_ensure(); /* the class table is filled at start-up */
   struct hak_stats st;
@@ -99,6 +105,10 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   st.heap_idle_max_bytes = ds.heap_idle_max;
   st.heap_idle_heaps = ds.heap_idle_heaps;
 #if HAK_STATS_BUILD
+  /* Totals hold the counts of exited threads; the calling thread's own
+   * are added so that a single-threaded program sees its events. Other
+   * live threads' counts are not visible until they exit (reading their
+   * TLS would need a registry of threads and a race on every counter). */
   uint64_t ev[ST_N];
   for (int i = 0; i < ST_N; i++)
     ev[i] = atomic_load_explicit(&st_total[i], memory_order_relaxed) + stats_tls.ev[i];
@@ -124,6 +134,8 @@ typedef struct sbuf {
   size_t cap, n;
 } sbuf_t;
 
+/* Appends, silently truncating at the end of the buffer: the report is
+ * bounded (60 class lines at most) and a cut one is still useful. */
 __attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const char *fmt, ...) {
   if (b->n + 1 >= b->cap) return;
   va_list ap;
@@ -133,7 +145,9 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const cha
   if (w > 0) b->n = b->n + (size_t)w < b->cap ? b->n + (size_t)w : b->cap - 1;
 }
 
-size_t stats_format(char *buf, size_t cap) {
+size_t stats_format(char *buf, size_t cap) { return stats_format_ex(buf, cap, false); }
+
+size_t stats_format_ex(char *buf, size_t cap, bool fields) {
   struct hak_stats st;
   st.size = sizeof st;
   hak_stats_get(&st);
@@ -166,11 +180,39 @@ size_t stats_format(char *buf, size_t cap) {
   OUT("%-10s %8s %12s %12s %8s\n", "class", "slabs", "in use", "capacity", "use%");
   for (unsigned c = 0; c < st.nclasses; c++) {
     const struct hak_class_stats *k = &st.classes[c];
-    if (k->slabs == 0 && k->allocs == 0) continue;
+    if (k->slabs == 0 && k->allocs == 0) continue; /* unused classes would be most of the table */
     OUT("%-10zu %8zu %12zu %12zu %7.1f%%\n", k->block_size, k->slabs, k->blocks_in_use,
         k->blocks_capacity, k->blocks_capacity ? 100.0 * (double)k->blocks_in_use / (double)k->blocks_capacity : 0.0);
   }
+  /* Every field under its hak_ctl name, one per line, generated from the
+   * public lists: what a script watching a server greps for. */
+  if (fields) {
+#define FIELD_(name, text) OUT("stats.%s %zu\n", #name, st.name);
+    HAK_STATS_FIELDS_V1(FIELD_)
+    HAK_STATS_FIELDS_V2(FIELD_)
+#undef FIELD_
+  }
 #undef OUT
+  return sb.n;
+}
+
+size_t stats_doc_table(char *buf, size_t cap) {
+  sbuf_t sb = {buf, cap, 0};
+  if (cap) buf[0] = 0;
+  /* "since" is which list a field comes from: the version of the struct
+   * that introduced it, which a caller checks in st.version. */
+  sb_printf(&sb, "| field (`hak_ctl` name `stats.<field>`) | since | meaning |\n|---|---|---|\n");
+#define ROW_(name, text) sb_printf(&sb, "| `%s` | %u | %s |\n", #name, ver_, text);
+  unsigned ver_ = 1;
+  HAK_STATS_FIELDS_V1(ROW_)
+  ver_ = 2;
+  HAK_STATS_FIELDS_V2(ROW_)
+#undef ROW_
+  sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
+                 "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");
+#define ROW_(name, text) sb_printf(&sb, "| `%s` | %s |\n", #name, text);
+  HAK_CLASS_STATS_FIELDS(ROW_)
+#undef ROW_
   return sb.n;
 }
 
@@ -186,7 +228,8 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
 static int stats_fd = 2;
 
 void stats_init(void) {
-  if (opt.stats || opt.prof_leaks) {
+  /* Periodic and on-signal reports without a file go to stderr too. */
+  if (opt.stats || opt.prof_leaks || (opt.stats_file == NULL && (opt.stats_signal || opt.stats_interval_ms))) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
   }
@@ -197,6 +240,8 @@ int stats_report_fd(void) { return stats_fd; }
 /* HAKMEM_STATS=1: the report at exit, written with write(2). */
 __attribute__((destructor)) static void stats_at_exit(void) {
   if (!opt.stats) return;
+  /* static, not on the stack, which may be short in a destructor; written
+   * with write(2) since the program may have closed stdio's stderr. */
   static char buf[16384];
   stats_format(buf, sizeof buf);
   os_write_fd(stats_fd, buf);

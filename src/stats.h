@@ -2,7 +2,9 @@
  * stats.h — statistics: the on-demand snapshot, the report, and the
  * counters of the statistics build.
  *
- * Owns: struct hak_stats filling (walking the superslab registry, reading
+ * Owns: struct hak_stats filling (its fields are declared once, as lists in
+ * include/hakmem.h; the report's field lines and docs/stats.md's table
+ * are generated from them) (walking the superslab registry, reading
  * os and large counters), the text report (stats.md documents each line),
  * the exit-time report of HAKMEM_STATS=1, and — only when built with
  * -DHAKMEM_STATS=ON — per-thread event counters merged at thread exit.
@@ -43,5 +45,10 @@ int stats_report_fd(void);
 
 /* Format the report into buf (NUL-terminated, truncated to cap). */
 size_t stats_format(char *buf, size_t cap);
+/* The same, followed with fields by one "stats.<name> <value>" line per
+ * field of struct hak_stats (the periodic and on-signal reports). */
+size_t stats_format_ex(char *buf, size_t cap, bool fields);
+/* The field table of docs/stats.md, generated from the public lists. */
+size_t stats_doc_table(char *buf, size_t cap);
 
 #endif

@@ -2,8 +2,11 @@
  * prof_site — a program with known allocation sites, for test_prof.sh.
  * big_site() holds 48 MiB in 1 KiB blocks, small_site() 4 MiB in 256 B
  * blocks; a churn loop allocates and frees another 64 MiB that must not
- * appear as live. The profile is dumped with hak_prof_dump(argv[1]).
- * Built with -rdynamic so that the sites have dynamic symbols for dladdr.
+ * appear as live. The profile is dumped with hak_prof_dump(argv[1]); with
+ * a second argument, a first dump goes to argv[2] after small_site and
+ * before big_site, so that the difference of the two is big_site alone
+ * (test_pprof.sh). Built twice: with -rdynamic (dladdr names the sites)
+ * and without (the profiler must read the names from .symtab).
  */
 #include <hakmem.h>
 #include <stdio.h>
@@ -38,8 +41,9 @@ int main(int argc, char **argv) {
   size_t nb = BIG_BYTES / 1024, ns = SMALL_BYTES / 256;
   void **keep = calloc(nb + ns, sizeof(void *));
   if (keep == NULL) return 1;
-  for (size_t i = 0; i < nb; i++) keep[i] = big_site(1024);
   for (size_t i = 0; i < ns; i++) keep[nb + i] = small_site(256);
+  if (argc > 2 && hak_prof_dump(argv[2]) != 0) return 1;
+  for (size_t i = 0; i < nb; i++) keep[i] = big_site(1024);
   churn_site();
   if (hak_prof_dump(argv[1]) != 0) {
     fprintf(stderr, "hak_prof_dump failed: is HAKMEM_PROF=1 set?\n");

@@ -146,9 +146,13 @@ class Md2Man:
         for row in rows[2:]:
             cells = split_row(row, n)
             cells += [""] * (n - len(cells))
-            name = cells[0].strip("`")
+            # "`HAKMEM_X`<br>`opt.x`": the variable, then its hak_ctl name
+            parts = [x.strip().strip("`") for x in cells[0].split("<br>")]
+            name = parts[0]
             self.options.append((name, dict(zip(head, cells))))
             self.out += [".TP", r"\fB" + esc_code(name) + r"\fR"]
+            if len(parts) > 1:
+                cells[-1] = cells[-1] + " (hak_ctl: `" + "`, `".join(parts[1:]) + "`)"
             extra = ["%s: %s" % (h.capitalize(), inline(c)) for h, c in zip(head[1:-1], cells[1:-1]) if c]
             text = "; ".join(extra)
             if text:
