@@ -7,6 +7,7 @@
  * [base, base+size) stays mapped. May call: libc syscall wrappers.
  */
 #include "os.h"
+#include "annotate.h"
 #include "options.h"
 
 #include <errno.h>
@@ -50,6 +51,7 @@ static void *os_mmap_raw(void *hint, size_t size) {
 static void os_munmap_raw(void *p, size_t size) {
   if (size == 0) return;
   int saved = errno;
+  ann_unmap(p, size); /* ASan: the range may be mapped again by anyone */
   munmap(p, size);
   errno = saved;
   atomic_fetch_add_explicit(&os_stats.munmap_calls, 1, memory_order_relaxed);

@@ -26,6 +26,7 @@
 #ifndef HAK_SUPERSLAB_H
 #define HAK_SUPERSLAB_H
 
+#include "annotate.h"
 #include "internal.h"
 #include "report.h"
 
@@ -63,18 +64,20 @@ _Static_assert(sizeof(slab_t) == 64, "slab descriptor is one cache line");
 
 /* Free-list links. The secure build stores them XOR-ed with a per-process
  * random key and the slot's address (as glibc's safe-linking does with the
- * address), so a use-after-free write cannot forge a pointer. */
+ * address), so a use-after-free write cannot forge a pointer. The link lies
+ * in a free block: ANN_FREE_READ/WRITE (annotate.h) keep memcheck and ASan
+ * quiet about hakmem's own access (plain accesses in the release build). */
 #if HAK_SECURE
 extern uintptr_t ss_link_key;
 HAK_INLINE block_t *blk_next(const block_t *b) {
-  return (block_t *)((uintptr_t)b->next ^ ss_link_key ^ ((uintptr_t)b >> 12));
+  return (block_t *)((uintptr_t)ANN_FREE_READ(b->next) ^ ss_link_key ^ ((uintptr_t)b >> 12));
 }
 HAK_INLINE void blk_set_next(block_t *b, block_t *n) {
-  b->next = (block_t *)((uintptr_t)n ^ ss_link_key ^ ((uintptr_t)b >> 12));
+  ANN_FREE_WRITE(b->next, (block_t *)((uintptr_t)n ^ ss_link_key ^ ((uintptr_t)b >> 12)));
 }
 #else
-HAK_INLINE block_t *blk_next(const block_t *b) { return b->next; }
-HAK_INLINE void blk_set_next(block_t *b, block_t *n) { b->next = n; }
+HAK_INLINE block_t *blk_next(const block_t *b) { return ANN_FREE_READ(b->next); }
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) { ANN_FREE_WRITE(b->next, n); }
 #endif
 
 enum { SS_KIND_SMALL = 0, SS_KIND_MEDIUM = 1, SS_KIND_BIG = 2, SS_KINDS = 3 };
