@@ -4,7 +4,7 @@
  * Owns: all mmap/munmap/mremap/madvise calls of the allocator (nothing else
  * in hakmem calls them) and the OS-level counters. Promises: failures return
  * NULL/false with no side effect; aligned mappings are trimmed so that only
- * [base, base+size) stays mapped. May call: libc syscall wrappers.
+ * [base, base+size) stays mapped. May call: libc syscall wrappers, annotate.
  */
 #include "os.h"
 #include "annotate.h"
