@@ -11,6 +11,7 @@
  *   uaf-remote  reads a block another thread freed   (tool must report)
  *   uaf-large   reads a freed large (2 MiB) block    (tool must report)
  *   uaf-realloc reads the old block after realloc moved it (must report)
+ *   double-free frees a block twice (memcheck must report an invalid free)
  *   leak        loses a block (memcheck's leak check must report it)
  *
  * Built with USE_HAK_API against libhakmem_api copies, or with the standard
@@ -189,6 +190,10 @@ int main(int argc, char **argv) {
     unsigned char *q = realloc(p, 5000);
     sink = ((unsigned char *)launder(p))[8];
     free(q);
+  } else if (strcmp(mode, "double-free") == 0) {
+    unsigned char *p = malloc(64);
+    free(p);
+    free(launder(p)); /* memcheck reports, then hakmem's own check aborts */
   } else if (strcmp(mode, "leak") == 0) {
     /* Not the first block of its slab: the slab descriptor points at that
      * one, and memcheck counts it reachable (docs/debugging.md). */

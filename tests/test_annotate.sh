@@ -7,8 +7,9 @@
 #
 # MODE clean must finish without any report; uaf-* must be reported as an
 # access to a freed block (memcheck: "Invalid read/write ... free'd"; ASan:
-# heap-use-after-free or use-after-poison); leak must be reported by
-# memcheck's leak check as definitely lost. Exit 77 when the tool is absent.
+# heap-use-after-free or use-after-poison); double-free must be reported by
+# memcheck as an invalid free; leak must be reported by memcheck's leak
+# check as definitely lost. Exit 77 when the tool is absent.
 set -u
 tool=$1; shift
 out=$(mktemp); trap 'rm -f "$out"' EXIT
@@ -28,6 +29,7 @@ memcheck)
     leak) want=99 pat='bytes in 1 blocks are definitely lost' ;;
     uaf-read|uaf-remote|uaf-large|uaf-realloc) want=99 pat="Invalid read of size" ;;
     uaf-write) want=99 pat="Invalid write of size" ;;
+    double-free) want=nonzero pat='Invalid free\(\)' ;; # then hakmem aborts
   esac
   ;;
 asan)
@@ -54,7 +56,7 @@ fi
 if [ "$want" = nonzero ]; then [ $rc -ne 0 ] || fail "exit status 0, expected a report"
 else [ $rc -eq "$want" ] || fail "exit status $rc, expected $want"; fi
 grep -Eq "$pat" "$out" || fail "no line matching '$pat'"
-if [ "$tool" = memcheck ] && [ "$mode" != leak ]; then
+if [ "$tool" = memcheck ] && [ "$mode" != leak ] && [ "$mode" != double-free ]; then
   grep -Eq "inside a block of size [0-9,]+ free'd" "$out" || fail "the address is not described as a freed block"
 fi
 echo "$tool $mode: caught, as expected:"
