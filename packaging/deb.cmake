@@ -72,7 +72,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 include(CPack)
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  message(STATUS "hakmem: this tree is configured for ${CMAKE_INSTALL_PREFIX}, so its Debian package would not use the multiarch libdir: `make deb` configures one for /usr")
+  message(STATUS "Debian package: this tree is configured for ${CMAKE_INSTALL_PREFIX}, so its Debian package would not use the multiarch libdir: `make deb` configures one for /usr")
 endif()
 
 # ---- tests -----------------------------------------------------------------

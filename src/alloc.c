@@ -59,7 +59,8 @@ void alloc_slab_emptied(slab_t *s) {
 /* The slab of p if p is a live block of a slab in use; otherwise reports
  * what is wrong (as call) and returns NULL. Only fields fixed while the
  * slab is in use are read. */
-static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, const char *freed_what) {
+static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, const char *freed_what,
+                               bool freeing) {
   slab_t *s = ss_slab_of(p, shift);
   uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   if (HAK_UNLIKELY(owner == OWNER_UNUSED)) {
@@ -71,7 +72,7 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
     report_invalid(call, p);
     return NULL;
   }
-  if (HAK_UNLIKELY(blk_is_marked(p))) {
+  if (HAK_UNLIKELY(freeing ? blk_is_marked(p) : blk_is_marked_live(p))) {
     /* Only a free writes the mark (the secret mixed with the block's own
      * address), and every allocation clears it: the block is free. */
     report_error(call, p, freed_what);
@@ -81,7 +82,7 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
 }
 
 static void free_small(void *p, unsigned shift, const char *call) {
-  slab_t *s = slab_live_block(p, shift, call, "double free of");
+  slab_t *s = slab_live_block(p, shift, call, "double free of", true);
   if (s == NULL) return;
   block_t *b = p;
   heap_t *h = heap_front.self;
@@ -162,7 +163,7 @@ size_t alloc_usable_size(const void *p) {
   if (p == NULL) return 0;
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    slab_t *s = slab_live_block(p, v, "malloc_usable_size", "use after free of");
+    slab_t *s = slab_live_block(p, v, "malloc_usable_size", "use after free of", false);
     return s != NULL ? s->bsize : 0;
   }
   if (v != OWN_NONE) return large_usable_size(p, v);
@@ -186,7 +187,7 @@ void *alloc_realloc(void *p, size_t size) {
   }
   size_t old;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    slab_t *s = slab_live_block(p, v, "realloc", "use after free of");
+    slab_t *s = slab_live_block(p, v, "realloc", "use after free of", false);
     if (s == NULL) return NULL;
     old = s->bsize;
     /* In place while the block is big enough and not more than twice the

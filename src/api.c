@@ -4,12 +4,17 @@
  * Owns: the exported hak_ names. Each is the fast path from front.h inlined,
  * or a call into alloc.c. override.c compiles this same file with
  * HAK_WITH_OVERRIDE and adds the C library's names as aliases of these
- * functions, so malloc and hak_malloc are one body.
- * May call: front, alloc, init, ownmap.
+ * functions, so malloc and hak_malloc are one body. Built with
+ * HAKMEM_MEMCHECK or HAKMEM_ASAN_POISON, every block handed out or taken
+ * back is annotated here (annotate.h); under the tool, calloc and realloc
+ * take a simple annotated form (allocate, annotate, then zero or copy).
+ * May call: front, alloc, init, ownmap; superslab and large (a block's
+ * size, for annotation only).
  */
 #include "hakmem.h"
 
 #include "alloc.h"
+#include "annotate.h"
 #include "front.h"
 #include "init.h"
 #include "ownmap.h"
@@ -17,27 +22,110 @@
 #include <errno.h>
 #include <string.h>
 
-HAK_EXPORT void *hak_malloc(size_t size) { return front_malloc(size); }
-HAK_EXPORT void hak_free(void *p) { front_free(p); }
-HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return alloc_calloc(n, size); }
-HAK_EXPORT void *hak_realloc(void *p, size_t size) { return alloc_realloc(p, size); }
+#if HAK_ANNOTATE
+#include "large.h"
+
+/* The usable size of p if it can be a hakmem block (a block start in a slab
+ * in use, or a valid large block), else 0: foreign and invalid pointers are
+ * left to hakmem's own handling, unannotated. */
+static size_t api_ann_size(const void *p) {
+  if (p == NULL) return 0;
+  unsigned v = ownmap_get(p);
+  if (v >= HAK_SMALL_SLAB_SHIFT) {
+    const slab_t *s = ss_slab_of(p, v);
+    const uint8_t *u = p;
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_UNUSED || s->bsize == 0 ||
+        u < s->area || u >= s->area + (size_t)s->capacity * s->bsize || (size_t)(u - s->area) % s->bsize)
+      return 0;
+    return s->bsize;
+  }
+  return v != OWN_NONE ? large_usable_size(p, v) : 0;
+}
+static void *api_ann_out(void *p) {
+  size_t n = api_ann_size(p);
+  if (n) ann_alloc(p, n);
+  return p;
+}
+/* Before hakmem sees the block again (another thread may reuse it at once). */
+static void api_ann_in(void *p) {
+  size_t n = api_ann_size(p);
+  if (n) ann_free(p, n);
+}
+static void *api_ann_calloc(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = api_ann_out(front_malloc(total));
+  if (p != NULL) memset(p, 0, total);
+  return p;
+}
+/* Always moves (as valgrind's own realloc does): the copy runs on the
+ * program's side of the annotations, so memcheck carries the definedness
+ * of every byte over. */
+static void *api_ann_realloc(void *p, size_t size) {
+  if (p == NULL) return api_ann_out(front_malloc(size));
+  size_t old = api_ann_size(p);
+  if (old == 0) return alloc_realloc(p, size); /* foreign or invalid */
+  if (size == 0) {
+    ann_free(p, old);
+    return alloc_realloc(p, 0);
+  }
+  void *q = api_ann_out(front_malloc(size));
+  if (q == NULL) return NULL;
+  memcpy(q, p, old < size ? old : size);
+  ann_free(p, old);
+  front_free(p);
+  return q;
+}
+#define API_OUT(p) (ann_active() ? api_ann_out(p) : (p))
+#define API_IN(p) (ann_active() ? api_ann_in(p) : (void)0)
+#define API_CALLOC(n, size) (ann_active() ? api_ann_calloc(n, size) : alloc_calloc(n, size))
+#define API_REALLOC(p, size) (ann_active() ? api_ann_realloc(p, size) : alloc_realloc(p, size))
+#else
+#define API_OUT(p) (p)
+#define API_IN(p) ((void)0)
+#define API_CALLOC(n, size) alloc_calloc(n, size)
+#define API_REALLOC(p, size) alloc_realloc(p, size)
+#endif
+
+HAK_EXPORT void *hak_malloc(size_t size) { return API_OUT(front_malloc(size)); }
+HAK_EXPORT void hak_free(void *p) {
+  API_IN(p);
+  front_free(p);
+}
+HAK_EXPORT void *hak_calloc(size_t n, size_t size) { return API_CALLOC(n, size); }
+HAK_EXPORT void *hak_realloc(void *p, size_t size) { return API_REALLOC(p, size); }
 HAK_EXPORT void *hak_reallocarray(void *p, size_t n, size_t size) {
+#if HAK_ANNOTATE
+  size_t total;
+  if (ann_active() && !__builtin_mul_overflow(n, size, &total)) return api_ann_realloc(p, total);
+#endif
   return alloc_reallocarray(p, n, size);
 }
-HAK_EXPORT void hak_free_sized(void *p, size_t size) { alloc_free_sized(p, size); }
+HAK_EXPORT void hak_free_sized(void *p, size_t size) {
+  API_IN(p);
+  alloc_free_sized(p, size);
+}
 HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;
+  API_IN(p);
   alloc_free_sized(p, size);
 }
 HAK_EXPORT void *hak_aligned_alloc(size_t align, size_t size) {
-  return alloc_aligned_alloc(align, size);
+  return API_OUT(alloc_aligned_alloc(align, size));
 }
-HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return alloc_aligned_alloc(align, size); }
+HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return API_OUT(alloc_aligned_alloc(align, size)); }
 HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t size) {
-  return alloc_posix_memalign(out, align, size);
+  int r = alloc_posix_memalign(out, align, size);
+#if HAK_ANNOTATE
+  if (r == 0 && ann_active()) api_ann_out(*out);
+#endif
+  return r;
 }
-HAK_EXPORT void *hak_valloc(size_t size) { return alloc_valloc(size); }
-HAK_EXPORT void *hak_pvalloc(size_t size) { return alloc_pvalloc(size); }
+HAK_EXPORT void *hak_valloc(size_t size) { return API_OUT(alloc_valloc(size)); }
+HAK_EXPORT void *hak_pvalloc(size_t size) { return API_OUT(alloc_pvalloc(size)); }
 HAK_EXPORT size_t hak_usable_size(const void *p) { return alloc_usable_size(p); }
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
@@ -62,7 +150,7 @@ HAK_EXPORT const char *hak_version(void) { return HAK_STR_VERSION HAK_FLAVOUR; }
 extern __typeof__(hak_malloc) api_malloc __attribute__((alias("hak_malloc"), HAK_COPY_ATTRS(hak_malloc) used));
 extern __typeof__(hak_free) api_free __attribute__((alias("hak_free")));
 void *api_aligned(size_t align, size_t size);
-void *api_aligned(size_t align, size_t size) { return alloc_aligned(align, size); }
+void *api_aligned(size_t align, size_t size) { return API_OUT(alloc_aligned(align, size)); }
 
 #ifdef HAK_WITH_OVERRIDE
 /* The C library's names, as aliases of the functions above. */

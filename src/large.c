@@ -9,6 +9,7 @@
  * entry is resized with mremap to fit.
  */
 #include "large.h"
+#include "annotate.h"
 #include "decay.h"
 #include "report.h"
 #include "options.h"
@@ -296,6 +297,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     if (span != NULL) {
       uint8_t *user = span + off;
       large_hdr_t *h = large_hdr_of(user);
+      ann_meta(h, sizeof *h); /* may lie where a freed block was */
       h->magic = LARGE_MAGIC;
       h->base = span;
       h->map_size = (size_t)grans << ARENA_GRAN_SHIFT;
@@ -328,6 +330,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   }
   uint8_t *user = base + off;
   large_hdr_t *h = large_hdr_of(user);
+  ann_meta(h, sizeof *h); /* may lie where a freed block was (cached mapping) */
   h->magic = LARGE_MAGIC;
   h->base = base;
   h->map_size = map_size;

@@ -4,9 +4,10 @@
  * Owns: all mmap/munmap/mremap/madvise calls of the allocator (nothing else
  * in hakmem calls them) and the OS-level counters. Promises: failures return
  * NULL/false with no side effect; aligned mappings are trimmed so that only
- * [base, base+size) stays mapped. May call: libc syscall wrappers.
+ * [base, base+size) stays mapped. May call: libc syscall wrappers, annotate.
  */
 #include "os.h"
+#include "annotate.h"
 
 #include <errno.h>
 #include <string.h>
@@ -54,6 +55,7 @@ static void *os_mmap_raw(void *hint, size_t size) {
 static void os_munmap_raw(void *p, size_t size) {
   if (size == 0) return;
   int saved = errno;
+  ann_unmap(p, size); /* ASan: the range may be mapped again by anyone */
   munmap(p, size);
   errno = saved;
   atomic_fetch_add_explicit(&os_stats.munmap_calls, 1, memory_order_relaxed);

@@ -83,6 +83,7 @@ superslab_t *ss_acquire(unsigned kind) {
   if (ss == NULL) {
     ss = os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
     if (ss == NULL) return NULL;
+    ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
   ss_header_init(ss, kind);
   pthread_mutex_lock(&ss_registry_lock);

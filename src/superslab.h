@@ -26,6 +26,7 @@
 #ifndef HAK_SUPERSLAB_H
 #define HAK_SUPERSLAB_H
 
+#include "annotate.h"
 #include "internal.h"
 #include "report.h"
 #include "sizeclass.h"
@@ -91,15 +92,30 @@ _Static_assert(__builtin_offsetof(slab_t, thread_free) == 64, "remote frees writ
  * and a mark copied to another address is wrong there. */
 extern uintptr_t ss_secret __attribute__((visibility("hidden")));
 HAK_INLINE uintptr_t blk_mark(const void *b) { return ss_secret ^ (uintptr_t)b; }
-HAK_INLINE block_t *blk_next(const block_t *b) { return (block_t *)(b->next_enc ^ blk_mark(b)); }
-HAK_INLINE void blk_set_next(block_t *b, block_t *n) { b->next_enc = (uintptr_t)n ^ blk_mark(b); }
+/* The words of a free block are hakmem's: ANN_FREE_READ/WRITE (annotate.h)
+ * keep memcheck and ASan quiet about those accesses in the annotated
+ * builds, and are plain accesses otherwise. */
+HAK_INLINE block_t *blk_next(const block_t *b) { return (block_t *)(ANN_FREE_READ(b->next_enc) ^ blk_mark(b)); }
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) { ANN_FREE_WRITE(b->next_enc, (uintptr_t)n ^ blk_mark(b)); }
 /* b goes on a free list: linked to next and marked free. */
 HAK_INLINE void blk_free(block_t *b, block_t *next) {
   uintptr_t m = blk_mark(b);
-  b->next_enc = (uintptr_t)next ^ m;
-  b->mark = m;
+  ANN_FREE_WRITE(b->next_enc, (uintptr_t)next ^ m);
+  ANN_FREE_WRITE(b->mark, m);
 }
-HAK_INLINE bool blk_is_marked(const block_t *b) { return b->mark == blk_mark(b); }
+/* Is b marked free? On a block being freed (the tools see it free). */
+HAK_INLINE bool blk_is_marked(const block_t *b) { return ANN_FREE_READ(b->mark) == blk_mark(b); }
+/* The same test on a block the program still holds (realloc, usable size).
+ * Under memcheck or ASan the tool itself reports a use of a freed block,
+ * and reading the program's word would look like an uninitialised read. */
+HAK_INLINE bool blk_is_marked_live(const block_t *b) {
+#if HAK_ANNOTATE
+  (void)b;
+  return false;
+#else
+  return b->mark == blk_mark(b);
+#endif
+}
 
 /* Does p lie in s's block area? For a popped list head this is both the
  * "not empty" test (NULL lies outside) and the check of a decoded link. */
@@ -179,7 +195,7 @@ HAK_INLINE size_t ss_slab_room(const superslab_t *ss, unsigned idx) {
  * its mark is cleared, so freeing it again is seen for what it is. */
 HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
   s->free = blk_next(b);
-  b->mark = 0;
+  ANN_FREE_WRITE(b->mark, 0);
   s->used++;
   return b;
 }
