@@ -52,6 +52,7 @@ DESCRIPTIONS = {
     "larson_10k": "larson, 2 threads, 8–1000 B, 10,000 blocks per thread",
     "larson_sized": "larson in C++, 8–1000 B, 5,000 blocks per thread, freed with sized operator delete(p, size)",
     "rounds": "2 threads pass 16–1024 B blocks through a shared exchange array in rounds, 1 ms pause between rounds",
+    "rounds_fresh": "as rounds, with 2 new threads every round that inherit their predecessors' blocks",
 }
 
 # Benchmarks where blocks cross threads or threads contend: the cross-thread goal covers these.
@@ -60,7 +61,7 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                 "mid_large_mt", "mid_mt_257_768", "mid_mt_64k_1m",
                 "xmalloc_8_64", "xmalloc_64_4k", "xmalloc_1p2c", "xmalloc_2p1c",
                 "remote_0", "remote_50_b1", "remote_50_b256", "remote_100_b1", "remote_100_b256",
-                "rounds"]
+                "rounds", "rounds_fresh"]
 
 
 def name_of(a):

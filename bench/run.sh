@@ -88,6 +88,7 @@ SUITE_FULL=(
   "larson_10k|BENCH_LARSON_MS=800|larson 1 8 1000 10000 100 12345 2"
   "larson_sized|BENCH_LARSON_MS=800|larson_sized 1 8 1000 5000 100 12345 2"
   "rounds||bench_rounds 2 150 100000 16 1024 1000"
+  "rounds_fresh||bench_rounds 2 150 100000 16 1024 1000 1"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -122,6 +123,7 @@ SUITE_QUICK=(
   "larson_10k|BENCH_LARSON_MS=300|larson 1 8 1000 10000 100 12345 2"
   "larson_sized|BENCH_LARSON_MS=300|larson_sized 1 8 1000 5000 100 12345 2"
   "rounds||bench_rounds 2 50 100000 16 1024 1000"
+  "rounds_fresh||bench_rounds 2 50 100000 16 1024 1000 1"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(
