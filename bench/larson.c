@@ -10,12 +10,13 @@
  * and exits. So blocks are mostly freed by a thread that did not allocate
  * them, often one that has already exited. After SECS seconds the threads
  * stop; ops = frees + mallocs done by the workers, ops_per_sec = ops / the
- * wall time from start to the last worker's exit.
+ * wall time from start to the last worker's exit. Every block carries a tag
+ * (bench_xfer.h) checked before it is freed.
+ * bench/larson_sized.cpp is the same workload freeing with the size.
  * Defaults: larson 1 8 128 5000 20 12345 2
  */
-#include "bench_common.h"
+#include "bench_xfer.h"
 #include <pthread.h>
-#include <stdatomic.h>
 
 typedef struct {
     void **blocks; /* this slice of the shared array */
@@ -40,13 +41,13 @@ static void *worker(void *arg)
         uint64_t r = bench_rand(&s);
         uint32_t v = bench_below(r, sl->n);
         void *old = sl->blocks[v];
-        check += *(unsigned char *)old;
+        check += xfer_check(old, 0);
         free(old);
         size_t sz = sl->min + (size_t)(((r & 0xffffffffu) * span) >> 32);
         void *p = malloc(sz);
         if (!p)
             bench_die("malloc(%zu) failed", sz);
-        bench_touch(p, sz, r);
+        xfer_tag(p, sz);
         sl->blocks[v] = p;
         ops += 2;
         if ((i & 63) == 0 && atomic_load_explicit(&stop_flag, memory_order_relaxed))
@@ -88,9 +89,9 @@ int main(int argc, char **argv)
     uint64_t rounds = (uint64_t)bench_arg(argc, argv, 5, 20);
     uint64_t seed = (uint64_t)bench_arg(argc, argv, 6, 12345);
     uint64_t threads = (uint64_t)bench_arg(argc, argv, 7, 2);
-    if (min == 0 || max < min || chunks == 0 || chunks > 0xffffffffu || rounds == 0 ||
+    if (min < 8 || max < min || chunks == 0 || chunks > 0xffffffffu || rounds == 0 ||
         threads == 0 || threads > 1024)
-        bench_die("bad parameters");
+        bench_die("bad parameters (MIN must be at least 8)");
 
     void **all = calloc(threads * chunks, sizeof *all);
     slice *sl = calloc(threads, sizeof *sl);
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
         all[i] = malloc(sz);
         if (!all[i])
             bench_die("malloc failed");
-        bench_touch(all[i], sz, r);
+        xfer_tag(all[i], sz);
     }
     pthread_attr_init(&detached);
     pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
@@ -133,8 +134,10 @@ int main(int argc, char **argv)
     }
     long hwm, rss_before_free;
     bench_rss(&hwm, &rss_before_free);
-    for (uint64_t i = 0; i < threads * chunks; i++)
+    for (uint64_t i = 0; i < threads * chunks; i++) {
+        check += xfer_check(all[i], 0);
         free(all[i]);
+    }
     free(all);
     free(sl);
     bench_result("larson", (double)ops, secs,
