@@ -42,7 +42,8 @@ void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); 
 static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = &heap_empty_slab;
-    h->partial[c] = h->partial_tail[c] = NULL;
+    for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
+    h->waiting_n[c] = 0;
   }
   for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
@@ -109,39 +110,47 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
 }
 
-/* Partial lists are FIFO: a slab that stopped being full a moment ago has
- * one free block; by the time it reaches the head, frees have refilled
- * it, so a refill does not switch slabs after every other allocation. */
-static void partial_push(heap_t *h, slab_t *s) {
+/* Slab lists (in_partial = list + 1). FIFO: a slab that stopped being full
+ * a moment ago has one free block; by the time it reaches the head, frees
+ * have refilled it, so a refill does not switch slabs after every other
+ * allocation. */
+static void slist_push(heap_t *h, unsigned l, slab_t *s) {
   unsigned c = s->cls;
-  s->in_partial = 1;
+  s->in_partial = (uint8_t)(l + 1);
   s->next = NULL;
-  s->prev = h->partial_tail[c];
+  s->prev = h->list_tail[l][c];
   if (s->prev)
     s->prev->next = s;
   else
-    h->partial[c] = s;
-  h->partial_tail[c] = s;
+    h->list_head[l][c] = s;
+  h->list_tail[l][c] = s;
+  if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
 
-static void partial_remove(heap_t *h, slab_t *s) {
+static void slist_remove(heap_t *h, slab_t *s) {
+  unsigned l = s->in_partial - 1u, c = s->cls;
   if (s->prev)
     s->prev->next = s->next;
   else
-    h->partial[s->cls] = s->next;
+    h->list_head[l][c] = s->next;
   if (s->next)
     s->next->prev = s->prev;
   else
-    h->partial_tail[s->cls] = s->prev;
+    h->list_tail[l][c] = s->prev;
   s->next = s->prev = NULL;
   s->in_partial = 0;
+  if (l == HEAP_WAITING) h->waiting_n[c]--;
 }
 
-static slab_t *partial_pop(heap_t *h, unsigned cls) {
-  slab_t *s = h->partial[cls];
-  if (s) partial_remove(h, s);
+static slab_t *slist_pop(heap_t *h, unsigned l, unsigned cls) {
+  slab_t *s = h->list_head[l][cls];
+  if (s) slist_remove(h, s);
   return s;
 }
+
+static void partial_push(heap_t *h, slab_t *s) { slist_push(h, HEAP_PARTIAL, s); }
+static void partial_remove(heap_t *h, slab_t *s) { slist_remove(h, s); }
+static slab_t *partial_pop(heap_t *h, unsigned cls) { return slist_pop(h, HEAP_PARTIAL, cls); }
 
 /* ---- superslab lists ----------------------------------------------------- */
 
@@ -400,13 +409,31 @@ static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
   return purged;
 }
 
-/* Cheap housekeeping on every refill: drain the delayed list; every 16th
- * call look at the clock and purge what has been idle long enough. */
+/* Waiting slabs whose blocks all came back (freed by other threads) go to
+ * their superslab, so their memory is reused by any class and decays. */
+static void heap_sweep_waiting(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    slab_t *s = h->list_head[HEAP_WAITING][c];
+    while (s != NULL) {
+      slab_t *next = s->next;
+      if (remote_collect(s) != 0 && s->used == 0) {
+        slist_remove(h, s);
+        heap_release_slab_locked(h, s);
+      }
+      s = next;
+    }
+  }
+}
+
+/* Cheap housekeeping on every refill: drain the delayed list and publish
+ * our pending remote frees; every 16th call sweep the waiting slabs, look
+ * at the clock and purge what has been idle long enough. */
 static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if (h->rcache.frees != 0) heap_flush_remote(h);
-  if ((++h->tick & 15) == 0 &&
-      atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
+  if ((++h->tick & 15) != 0) return;
+  heap_sweep_waiting(h);
+  if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
     uint64_t now = os_now_ms();
     if (now >= atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed)) {
       pthread_mutex_lock(&h->lock);
@@ -421,6 +448,7 @@ void heap_drain_self(void) {
   if (self == NULL) return;
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
+  heap_sweep_waiting(self);
 }
 
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
@@ -497,6 +525,34 @@ static bool heap_slab_refill(slab_t *s) {
   return false;
 }
 
+/* Does a waiting slab have blocks again (freed by us or by others)? */
+static bool heap_slab_ready(slab_t *s) { return s->free != NULL || remote_has_frees(s); }
+
+/* The next slab for class cls once the current one is exhausted: a waiting
+ * slab that got blocks back (oldest first), a partial one; else the waiting
+ * slabs past the limit are marked full (unless blocks arrived meanwhile)
+ * and a slab is taken from a superslab. NULL when out of memory. */
+static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
+  for (slab_t *w = h->list_head[HEAP_WAITING][cls]; w != NULL; w = w->next)
+    if (heap_slab_ready(w)) {
+      slist_remove(h, w);
+      return w;
+    }
+  slab_t *s = partial_pop(h, cls);
+  if (s != NULL) return s;
+  /* Fewer big slabs wait: each holds megabytes. */
+  unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
+  while (h->waiting_n[cls] > max) {
+    slab_t *w = slist_pop(h, HEAP_WAITING, cls);
+    /* It waited long enough: from now on blocks freed into it reach us
+     * through a local free or the delayed list (remote.c). */
+    if (!remote_mark_full(w, h)) return w; /* frees arrived first */
+  }
+  s = heap_new_slab(h, cls);
+  if (s != NULL && s->in_partial) slist_remove(h, s);
+  return s;
+}
+
 void *heap_alloc_refill(heap_t *h, unsigned cls) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
@@ -509,20 +565,15 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
         heap_list_corrupt(s);
         continue;
       }
-      /* Exhausted: it leaves the current position marked full, and comes
-       * back through a free (local, delayed or at adoption). */
-      if (remote_mark_full(s, h)) s = &heap_empty_slab;
-      continue;
+      /* Exhausted: it waits (unmarked) for blocks to come back, and the
+       * class moves on. */
+      slist_push(h, HEAP_WAITING, s);
     }
-    s = partial_pop(h, cls);
+    s = heap_next_slab(h, cls);
     if (s == NULL) {
-      s = heap_new_slab(h, cls);
-      if (s == NULL) {
-        heap_set_current(h, cls, &heap_empty_slab);
-        errno = ENOMEM;
-        return NULL;
-      }
-      if (s->in_partial) partial_remove(h, s);
+      heap_set_current(h, cls, &heap_empty_slab);
+      errno = ENOMEM;
+      return NULL;
     }
     heap_set_current(h, cls, s);
   }
@@ -650,14 +701,18 @@ void heap_check(heap_t *h) {
       HEAP_CHECK(cur->cls == c && !cur->in_partial);
       slab_check(h, cur);
     }
-    const slab_t *prev = NULL;
-    unsigned n = 0;
-    for (const slab_t *s = h->partial[c]; s != NULL; prev = s, s = s->next) {
-      HEAP_CHECK(s->in_partial && s->cls == c && s->prev == prev && s != cur);
-      HEAP_CHECK((atomic_load_explicit(&s->owner, memory_order_relaxed) & ~OWNER_FULL) == h->tid);
-      HEAP_CHECK(++n <= 1u << 20);
+    for (unsigned l = 0; l < 2; l++) {
+      const slab_t *prev = NULL;
+      unsigned n = 0;
+      for (const slab_t *s = h->list_head[l][c]; s != NULL; prev = s, s = s->next) {
+        HEAP_CHECK(s->in_partial == l + 1 && s->cls == c && s->prev == prev && s != cur);
+        uintptr_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+        HEAP_CHECK((o & ~OWNER_FULL) == h->tid && !(l == HEAP_WAITING && (o & OWNER_FULL)));
+        HEAP_CHECK(++n <= 1u << 20);
+      }
+      HEAP_CHECK(h->list_tail[l][c] == prev);
+      if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
     }
-    HEAP_CHECK(h->partial_tail[c] == prev);
   }
   pthread_mutex_lock((pthread_mutex_t *)&h->lock);
   for (unsigned k = 0; k < SS_KINDS; k++) {

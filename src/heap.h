@@ -24,12 +24,21 @@
 #include <pthread.h>
 
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
+enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
+/* Exhausted slabs a class keeps waiting before the oldest is marked full. */
+#define HEAP_WAITING_MAX 4
 
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
-  slab_t *partial[HAK_NCLASS];   /* other non-full slabs of the class, oldest first */
-  slab_t *partial_tail[HAK_NCLASS];
+  /* Slabs of a class besides the current one, oldest first:
+   * [HEAP_PARTIAL] have free blocks; [HEAP_WAITING] ran out and wait, not
+   * yet marked full, for the blocks other threads are freeing — those reach
+   * them through thread_free with no delayed-list hand-shake, and a refill
+   * looks at the oldest before taking a new slab. */
+  slab_t *list_head[2][HAK_NCLASS];
+  slab_t *list_tail[2][HAK_NCLASS];
+  uint8_t waiting_n[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the
