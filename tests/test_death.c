@@ -434,7 +434,7 @@ static void run_kind(const kind_t *k, int e)
   char ex[512];
   if (!k->freed)
     snprintf(ex, sizeof ex, "EXPECT hakmem: %s(): invalid pointer %p", call, (void *)bad);
-  else if (k->size > 4096 * 3 || e == E_REALLOC || e == E_USABLE)
+  else if (k->size > 4096 * 3 || k->align || e == E_REALLOC || e == E_USABLE)
     snprintf(ex, sizeof ex, "EXPECT hakmem: %s(): double free of %p|hakmem: %s(): invalid pointer %p", call,
              (void *)bad, call, (void *)bad);
   else
