@@ -18,13 +18,14 @@
  *   deep    p, q = malloc; free(p); free(q); free(p)
  *   remote  take p from a slot (allocated by any thread); free(p); free(p)
  *   remote2 take p, q from slots; free(p); free(q); free(p)
- * The child prints "INJECT <p>" per injection; the parent checks that the
+ * The child writes "INJECT <p>" per injection; the parent checks that the
  * multiset of "hakmem: free(): double free of <p>" reports is the same.
  * Flavours: libhakmem.so (standard names) or -DUSE_HAK_API (TSan core).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,6 +104,9 @@ static void inject(rng_t *r, uint64_t key)
     blk_check_free(p);
   }
   injected[ninjected++] = p;
+  char line[48]; /* written now (no stdio, no malloc): a child that dies still tells what it injected */
+  int len = snprintf(line, sizeof line, "INJECT %p\n", (void *)p);
+  CHECK(write(1, line, (size_t)len) == len, "write");
   free(opaque_ptr(p)); /* the double free: reported, does nothing */
 out:
   pthread_rwlock_unlock(&inj_lock);
@@ -147,7 +151,6 @@ static int child(void)
   rng_seed(&r, seed);
   for (int i = 0; i < 20000; i++) blk[i] = blk_new(&r, (uint64_t)i << 1 | 1, 0);
   for (int i = 0; i < 20000; i++) blk_check_free(blk[i]);
-  for (int i = 0; i < ninjected; i++) printf("INJECT %p\n", injected[i]);
   printf("DONE ops=%ld injected=%d\n", (long)atomic_load(&total_ops), ninjected);
   return 0;
 }
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < argc; i++) av[i] = argv[i];
     av[argc] = "--child";
     setenv("HAKMEM_ON_ERROR", "warn", 1);
+    alarm((unsigned)(run_ms / 1000) + 30); /* kept across exec: a hang fails the test */
     execv("/proc/self/exe", av);
     _exit(127);
   }
@@ -230,8 +234,9 @@ int main(int argc, char **argv)
     l = nl + 1;
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !done) {
-    fprintf(stderr, "FAIL: the child did not finish (status 0x%x%s%s)\n", st, WIFSIGNALED(st) ? ", " : "",
-            WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "");
+    fprintf(stderr, "FAIL: the child did not finish (status 0x%x%s%s)%s\n", st, WIFSIGNALED(st) ? ", " : "",
+            WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "",
+            WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? ": it hung (killed after --ms + 30 s)" : "");
     fails++;
   }
   if (fails == 0 && ni > 0 && nr == 0) fprintf(stderr, "FAIL: none of the %d injected double frees was reported\n", ni);
