@@ -29,6 +29,7 @@
  *
  *   test_death --group=G       run only the cases of group G (legacy, small,
  *                              large, xthread, corrupt)
+ *   test_death --only=NAME     run one case under the three modes (checked)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -824,11 +825,12 @@ static int run_case(const char *self, const dcase_t *c, const char *mode)
 
 int main(int argc, char **argv)
 {
-  const char *one = NULL, *group = NULL;
+  const char *one = NULL, *group = NULL, *only = NULL;
   build_cases();
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--case=", 7) == 0) one = argv[i] + 7;
     if (strncmp(argv[i], "--group=", 8) == 0) group = argv[i] + 8;
+    if (strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     if (strcmp(argv[i], "--list") == 0) {
       for (int k = 0; k < NCASES; k++) printf("%-26s %s\n", all[k].name, all[k].group);
       return 0;
@@ -856,6 +858,7 @@ int main(int argc, char **argv)
   int fails = 0, runs = 0;
   for (int k = 0; k < NCASES; k++) {
     if (group && strcmp(all[k].group, group) != 0) continue;
+    if (only && strcmp(all[k].name, only) != 0) continue;
     if (!(all[k].flavours & FL_SELF)) {
       /* undetected in this build: the call is undefined behaviour, not run */
       printf("  skip %-26s (not detected in this build)\n", all[k].name);
