@@ -476,13 +476,21 @@ static void run_kind(const kind_t *k, int e)
 
 /* ---- cross-thread double frees (kind 4) ---- */
 
+/* the report may come from whichever call detects it (the second free, or a
+ * later call that drains a remote-free queue); the pointer must be a */
+static void expect_xt(void *a)
+{
+  printf("EXPECT hakmem: free(): double free of %p|(): double free of %p\n", a, a);
+  fflush(stdout);
+}
+
 static void case_xt_remote_then_local(void)
 {
   g_cls = 100;
   void *a = malloc(100);
   CHECK(a != NULL, "malloc");
   free_in_thread(a); /* a remote free */
-  expect("free", "double free of", a);
+  expect_xt(a);
   free(opaque_ptr(a));
 }
 
@@ -492,7 +500,7 @@ static void case_xt_local_then_remote(void)
   void *a = malloc(100);
   CHECK(a != NULL, "malloc");
   free(a);
-  expect("free", "double free of", a);
+  expect_xt(a);
   free_in_thread(opaque_ptr(a)); /* reported by the thread (or aborts there) */
 }
 
@@ -502,7 +510,7 @@ static void case_xt_remote_twice(void)
   void *a = malloc(100);
   CHECK(a != NULL, "malloc");
   free_in_thread(a);
-  expect("free", "double free of", a);
+  expect_xt(a);
   free_in_thread(opaque_ptr(a));
 }
 
@@ -537,7 +545,7 @@ static void case_xt_foreign_double(void)
   void *a = xt_block;
   pthread_mutex_unlock(&xt_mu);
   free(a); /* remote free, the owner is alive */
-  expect("free", "double free of", a);
+  expect_xt(a);
   free(opaque_ptr(a));
   pthread_mutex_lock(&xt_mu);
   xt_done = 1;
