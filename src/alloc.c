@@ -123,18 +123,30 @@ void free_slow(void *p) {
   free_any(p, "free");
 }
 
+static void free_sized_slow(void *p) HAK_NOINLINE;
+static void free_sized_slow(void *p) { free_any(p, "free_sized"); }
+
 void alloc_free_sized(void *p, size_t size) {
   if (!HAK_DEBUG) {
     (void)size;
-    front_free(p);
+    front_free_to(p, free_sized_slow);
     return;
   }
-  if (p != NULL && ownmap_get(p) != OWN_NONE) {
-    size_t usable = alloc_usable_size(p);
-    if (HAK_UNLIKELY(size > usable)) {
-      report_invalid("free_sized (size larger than the block)", p);
-      return;
-    }
+  /* The debug build also checks the size against the block (quietly: a
+   * block that is not live is free_any's to report). */
+  unsigned v = p != NULL ? ownmap_get(p) : OWN_NONE;
+  size_t usable = 0;
+  if (v >= HAK_SMALL_SLAB_SHIFT) {
+    const slab_t *s = ss_slab_of(p, v);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != OWNER_UNUSED && slab_holds(s, p) &&
+        slab_is_block_start(s, p) && !blk_is_marked_live(p))
+      usable = s->bsize;
+  } else if (v != OWN_NONE) {
+    usable = large_usable_size(p, v);
+  }
+  if (HAK_UNLIKELY(usable != 0 && size > usable)) {
+    report_invalid("free_sized (size larger than the block)", p);
+    return;
   }
   free_any(p, "free_sized");
 }
@@ -163,10 +175,14 @@ size_t alloc_usable_size(const void *p) {
   if (p == NULL) return 0;
   unsigned v = ownmap_get(p);
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    slab_t *s = slab_live_block(p, v, "malloc_usable_size", "use after free of", false);
+    slab_t *s = slab_live_block(p, v, "malloc_usable_size", "invalid pointer", false);
     return s != NULL ? s->bsize : 0;
   }
-  if (v != OWN_NONE) return large_usable_size(p, v);
+  if (v != OWN_NONE) {
+    size_t n = large_usable_size(p, v);
+    if (n == 0) report_invalid("malloc_usable_size", p); /* freed, or inside a block */
+    return n;
+  }
   if (foreign_owns(p)) return foreign_usable_size((void *)p);
   report_invalid("malloc_usable_size", p);
   return 0;
@@ -187,7 +203,7 @@ void *alloc_realloc(void *p, size_t size) {
   }
   size_t old;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
-    slab_t *s = slab_live_block(p, v, "realloc", "use after free of", false);
+    slab_t *s = slab_live_block(p, v, "realloc", "double free of", false);
     if (s == NULL) return NULL;
     old = s->bsize;
     /* In place while the block is big enough and not more than twice the

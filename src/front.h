@@ -39,7 +39,9 @@ HAK_INLINE void *front_malloc(size_t size) {
   return alloc_slow(size);
 }
 
-HAK_INLINE void front_free(void *p) {
+/* slow: where what the fast path does not take goes (free_slow, or the
+ * sized variant, so a report names the call the program made). */
+HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
   uintptr_t a = (uintptr_t)p;
   unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
@@ -59,7 +61,9 @@ HAK_INLINE void front_free(void *p) {
       }
     }
   }
-  free_slow(p);
+  slow(p);
 }
+
+HAK_INLINE void front_free(void *p) { front_free_to(p, free_slow); }
 
 #endif

@@ -16,6 +16,15 @@
  *   - impossible requests (absurd sizes, overflowing products, bad
  *     alignments) fail with ENOMEM / EINVAL and leave blocks untouched.
  * Any violation calls abort() (a crash for libFuzzer, with the input saved).
+ *
+ * Bad calls (issue 10), when HAKMEM_ON_ERROR is warn or ignore (the harness
+ * sets warn when the variable is unset): free/free_sized/realloc of an
+ * interior pointer of a live block, double frees (free/free_sized/realloc of
+ * a recently freed pointer that is not inside any live block), and writes of
+ * the first word of a recently freed small block (a garbage value or a
+ * pointer into a live block). The allocator must report them and carry on:
+ * the live blocks stay intact, realloc of a bad pointer returns NULL, and
+ * nothing is handed out twice (the non-overlap check of every new block).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -43,6 +52,31 @@ typedef struct {
 
 static slot_t slots[NSLOT];
 static size_t live_bytes;
+
+/* recently freed blocks, for double frees and use-after-free writes */
+#define NFREED 64
+typedef struct { unsigned char *p; size_t n; } freed_t;
+static freed_t freed[NFREED];
+static unsigned freed_pos;
+static int bad_ops; /* HAKMEM_ON_ERROR is warn or ignore */
+
+static void note_freed(void *p, size_t n)
+{
+  freed[freed_pos % NFREED].p = p;
+  freed[freed_pos % NFREED].n = n;
+  freed_pos++;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+  (void)argc;
+  (void)argv;
+  setenv("HAKMEM_ON_ERROR", "warn", 0); /* read at the first allocation */
+  const char *m = getenv("HAKMEM_ON_ERROR");
+  bad_ops = strcmp(m, "warn") == 0 || strcmp(m, "ignore") == 0;
+  return 0;
+}
 
 #define FAIL(...)                                        \
   do {                                                   \
@@ -159,6 +193,7 @@ static void release(slot_t *s, int how)
     if (s->align) hak_free_aligned_sized(s->p, s->align, s->n);
     else hak_free_sized(s->p, s->n);
   }
+  note_freed(s->p, s->n);
   s->p = NULL;
 }
 
@@ -183,12 +218,79 @@ static size_t pick_size(in_t *in)
 
 static uint64_t key_ctr;
 
+/* is [a, a+len) inside (or overlapping) a live block? */
+static int in_live(uintptr_t a, size_t len)
+{
+  for (int i = 0; i < NSLOT; i++) {
+    slot_t *o = &slots[i];
+    if (!o->p) continue;
+    size_t ol = o->n ? o->n : 1;
+    if ((uintptr_t)o->p < a + len && a < (uintptr_t)o->p + ol) return 1;
+  }
+  return 0;
+}
+
+/* free / free_sized / realloc of a bad pointer: nothing may change */
+static void bad_call(void *q, size_t n, unsigned how)
+{
+  switch (how % 3) {
+  case 0: hak_free(q); break;
+  case 1: hak_free_sized(q, n); break;
+  default: {
+    void *r = hak_realloc(q, n + 1);
+    if (r) FAIL("realloc of the bad pointer %p returned %p", q, r);
+  }
+  }
+}
+
+static void bad_free(in_t *in, unsigned opc, slot_t *s)
+{
+  unsigned how = rd8(in);
+  if (opc & 0x10) { /* interior pointer of a live block */
+    if (!s->p) return;
+    size_t u = hak_usable_size(s->p);
+    if (u < 2) return;
+    size_t lim = u < 65536 ? u : 65536;
+    size_t off = 1 + rd16(in) % (lim - 1);
+    if (how & 0x80) off = (off + 15) & ~(size_t)15; /* aligned interior pointers too */
+    if (off >= u) return;
+    bad_call(s->p + off, s->n, how);
+    verify(s, "after an interior free");
+    for (int i = 0; i < NSLOT; i++) verify(&slots[i], "after an interior free (all)");
+  } else { /* double free of a recently freed block that is not live again */
+    freed_t *f = &freed[rd8(in) % NFREED];
+    if (!f->p || in_live((uintptr_t)f->p, f->n ? f->n : 1)) return;
+    bad_call(f->p, f->n, how);
+    for (int i = 0; i < NSLOT; i++) verify(&slots[i], "after a double free");
+  }
+}
+
+static void uaf_write(in_t *in, unsigned opc)
+{
+  freed_t *f = &freed[rd8(in) % NFREED];
+  unsigned sel = rd8(in);
+  uint64_t v = rd32(in) | (uint64_t)rd32(in) << 32;
+  if (!f->p || f->n < 8 || f->n > 65536) return;
+  if (in_live((uintptr_t)f->p, f->n) || !hak_owns(f->p)) return; /* reused, or given back to the OS */
+  uintptr_t val;
+  slot_t *o = &slots[sel % NSLOT];
+  switch ((opc >> 4) % 3) {
+  case 0: val = (uintptr_t)0x4141414141414141ull; break;
+  case 1: val = (uintptr_t)(v | 0x8000000000000000ull); break; /* non-canonical garbage */
+  default: /* a pointer to (or into) a live block */
+    if (!o->p) return;
+    val = (uintptr_t)o->p + (o->n > 16 ? (sel >> 6) * 8 % 32 : 0);
+  }
+  memcpy(f->p, &val, sizeof val);
+  f->p = NULL; /* not freed again: the allocator may have dropped it */
+}
+
 static void op(in_t *in)
 {
   unsigned opc = rd8(in);
   slot_t *s = &slots[rd8(in) % NSLOT];
   uint64_t key = ++key_ctr * 0x2545F4914F6CDD1Dull;
-  switch (opc % 12) {
+  switch (opc % 14) {
   case 0: case 1: { /* malloc */
     if (s->p) release(s, opc >> 4);
     size_t n = pick_size(in);
@@ -242,12 +344,14 @@ static void op(in_t *in)
       live_bytes -= s->n;
       void *p = hak_realloc(s->p, 0);
       if (p) FAIL("realloc(p, 0) returned %p", p);
+      note_freed(s->p, s->n);
       s->p = NULL;
       return;
     }
     slot_t old = *s;
     unsigned char *p = hak_realloc(s->p, n);
     if (!p) FAIL("realloc(%zu -> %zu) failed", old.n, n);
+    if (p != old.p) note_freed(old.p, old.n);
     size_t keep = old.n < n ? old.n : n;
     if (old.zero) check_zero(p, keep, "realloc (zero prefix)");
     else check(p, old.n, keep, old.key, "realloc (prefix)");
@@ -297,11 +401,13 @@ static void op(in_t *in)
       if (a * b == 0) {
         /* like realloc(p, 0): freed, NULL */
         if (p) FAIL("reallocarray(p, 0) returned %p", (void *)p);
+        note_freed(old.p, old.n);
         live_bytes -= old.n;
         s->p = NULL;
         return;
       }
       if (!p) FAIL("reallocarray(%zu, %zu) failed", a, b);
+      if (p != old.p) note_freed(old.p, old.n);
       size_t keep = old.n < a * b ? old.n : a * b;
       if (old.zero) check_zero(p, keep, "reallocarray (zero prefix)");
       else check(p, old.n, keep, old.key, "reallocarray (prefix)");
@@ -321,6 +427,12 @@ static void op(in_t *in)
     }
     break;
   }
+  case 12: /* a bad free: interior pointer of a live block, or a double free */
+    if (bad_ops) bad_free(in, opc, s);
+    break;
+  case 13: /* use after free: overwrite the first word of a freed small block */
+    if (bad_ops) uaf_write(in, opc);
+    break;
   default: /* 11: move a block to another slot (cross-slot frees), or collect */
     if ((opc >> 4) == 0xf) {
       hak_collect(opc & 1);
@@ -343,6 +455,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   while (in.i < in.n && steps++ < 4096) op(&in);
   for (int i = 0; i < NSLOT; i++)
     if (slots[i].p) release(&slots[i], i);
+  memset(freed, 0, sizeof freed); /* a later input starts from scratch */
   if (live_bytes != 0) FAIL("live byte count %zu after freeing everything", live_bytes);
   return 0;
 }
