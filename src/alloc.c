@@ -46,7 +46,14 @@ void *alloc_slow(size_t size) {
   if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
   init_ensure();
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
-  void *p = size <= HAK_SMALL_MAX ? alloc_class(sc_of(size)) : large_alloc(size, HAK_MIN_ALIGN, NULL);
+  if (size <= HAK_SMALL_MAX) {
+    void *p = alloc_class(sc_of(size));
+    /* The heap's refills account for sampling; a closed-front heap (no
+     * batch descriptors) samples here. */
+    if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, size);
+    return p;
+  }
+  void *p = large_alloc(size, HAK_MIN_ALIGN, NULL);
   if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
   return p;
 }
@@ -252,7 +259,7 @@ void *alloc_aligned(size_t align, size_t size) {
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
     void *p = alloc_class(cls);
-    if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, sc_size[cls]);
+    if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, sc_size[cls]);
     return p;
   }
   void *p = large_alloc(size, align, NULL);

@@ -8,6 +8,7 @@
 #include "report.h"
 #include "options.h"
 #include "os.h"
+#include "prof.h"
 #include "remote.h"
 #include "sizeclass.h"
 #include "stats.h"
@@ -41,7 +42,8 @@ void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); 
 
 static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    h->cur[c] = &heap_empty_slab;
+    h->cur[c] = h->front[c] = &heap_empty_slab;
+    if (h->shadow_mem != NULL) h->shadow_mem[c].free = NULL;
     for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
     h->waiting_n[c] = 0;
   }
@@ -50,6 +52,9 @@ static void heap_reset(heap_t *h) {
   h->tick = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
+  h->shadow = NULL; /* only a profiling thread's own heap batches */
+  h->prof_heap = NULL;
+  h->prof_due = 0;
   h->pool_next = NULL;
 }
 
@@ -90,9 +95,17 @@ static heap_t *heap_new(void) {
 heap_t *heap_thread_init(void) {
   heap_t *h = heap_new();
   if (h == NULL) return NULL;
-  h->tid = HAK_THREAD_ID() | (opt.prof ? HAK_TID_PROF_BIT : 0);
+  bool closed = false;
+  if (opt.prof) {
+    if (h->shadow_mem == NULL) h->shadow_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
+    h->shadow = h->shadow_mem;
+    /* Without batch descriptors, profiling closes the fast paths instead:
+     * every call then reaches a slow path, which samples. */
+    closed = h->shadow == NULL;
+  }
+  h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
   heap_front.self = h;
-  heap_front.heap = opt.prof ? NULL : h;
+  heap_front.heap = closed ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the
    * first 32 keys live inside the thread descriptor, so this never calls
    * malloc. */
@@ -104,6 +117,8 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
+  if (h->shadow != NULL && s != &heap_empty_slab) s = &h->shadow[cls];
+  h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
   if (h != heap_front.heap) return;
@@ -487,7 +502,10 @@ size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
   return b;
 }
 
-void heap_fork_child(const heap_t *keep, const heap_t *keep2) {
+void heap_fork_child(heap_t *keep, const heap_t *keep2) {
+  /* The forking thread's profiling heap is not kept (its superslabs were
+   * abandoned like another thread's): a new one is made on demand. */
+  if (keep != NULL) keep->prof_heap = NULL;
   for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
@@ -553,9 +571,93 @@ static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
   return s;
 }
 
+/* Profiling: the sampled allocation, from the thread's profiling heap. */
+static void *heap_prof_sample(heap_t *h, unsigned cls) {
+  heap_t *ph = h->prof_heap;
+  if (ph == NULL) {
+    ph = heap_new();
+    if (ph == NULL) return NULL;
+    ph->tid = h->tid | HAK_TID_PROF_BIT;
+    h->prof_heap = ph;
+  }
+  void *p = heap_alloc_class(ph, cls);
+  prof_alloc(p, sc_size[cls]);
+  return p;
+}
+
+/* Profiling: move s's free list (its carved blocks not in use) into the
+ * class's batch descriptor and pop from it. The sampler is told the bytes
+ * the batch serves; if its sample falls inside, the batch stops just
+ * before it and the class's next refill takes the sample. */
+static void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s) {
+  slab_t *sh = &h->shadow[cls];
+  unsigned n = (unsigned)(s->carved - s->used);
+  uint64_t at = prof_batch((size_t)n * s->bsize);
+  unsigned k = at == UINT64_MAX ? n : (unsigned)(at / s->bsize);
+  if (k == 0) {
+    void *p = heap_prof_sample(h, cls);
+    if (p != NULL) return p;
+    k = n; /* no profiling heap to be had: this one goes unsampled */
+  }
+  block_t *first = s->free;
+  if (k < n) {
+    block_t *last = first;
+    for (unsigned i = 1; i < k; i++) {
+      block_t *nx = blk_next(last);
+      if (!slab_holds(s, nx)) { /* overwritten: the next refill reports it */
+        k = i;
+        break;
+      }
+      last = nx;
+    }
+    s->free = blk_next(last);
+    blk_set_next(last, NULL);
+    h->prof_due |= (uint64_t)1 << cls;
+  } else {
+    s->free = NULL;
+  }
+  s->used = (uint16_t)(s->used + k); /* in the batch: in use, as far as s knows */
+  sh->area = s->area;
+  sh->span = s->span;
+  sh->bsize = s->bsize;
+  sh->cls = (uint8_t)cls;
+  sh->free = first;
+  return slab_pop(sh, first);
+}
+
+/* Profiling, thread exit: the unpopped rest of each batch goes back to its
+ * slab's list. */
+static void heap_shadow_return(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    slab_t *sh = &h->shadow[c], *s = h->cur[c];
+    block_t *b = sh->free;
+    sh->free = NULL;
+    if (b == NULL || s == &heap_empty_slab || !slab_holds(s, b)) continue;
+    unsigned n = 1;
+    block_t *last = b;
+    for (block_t *nx; (nx = blk_next(last)) != NULL && slab_holds(s, nx) && n < s->capacity; last = nx) n++;
+    blk_set_next(last, s->free);
+    s->free = b;
+    s->used = (uint16_t)(s->used - n);
+  }
+}
+
 void *heap_alloc_refill(heap_t *h, unsigned cls) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
+  if (h->shadow != NULL) {
+    slab_t *sh = &h->shadow[cls];
+    /* The pop failed: the batch is empty, or its head was overwritten. */
+    if (HAK_UNLIKELY(sh->free != NULL)) {
+      report_error("malloc", sh->free, "heap corruption detected at");
+      sh->free = NULL; /* its blocks stay counted in use: never handed out twice */
+    }
+    if (h->prof_due & ((uint64_t)1 << cls)) {
+      h->prof_due &= ~((uint64_t)1 << cls);
+      void *p = heap_prof_sample(h, cls);
+      if (p != NULL) return p;
+    }
+  }
   slab_t *s = h->cur[cls];
   for (;;) {
     if (s != &heap_empty_slab) {
@@ -578,6 +680,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
+  if (h->shadow != NULL) return heap_shadow_fill(h, cls, s);
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
    * exit heap, whose lock is held here (pthread_create allocates). */
@@ -615,16 +718,9 @@ static void heap_abandon_all(heap_t *h) {
   }
 }
 
-static void heap_thread_exit(void *arg) {
-  heap_t *h = arg;
-  if (h == NULL || heap_front.self != h) return;
-  heap_flush_remote(h);
-  heap_drain_delayed(h, true);
-  stats_thread_merge();
-  for (unsigned b = 0; b < HAK_DIRECT_N; b++) heap_front.direct[b] = &heap_empty_slab;
-  heap_front.heap = NULL;
-  heap_front.self = NULL;
-  heap_front.exited = true;
+/* A heap whose thread is gone: its superslabs to the abandoned list, the
+ * struct to the pool. */
+static void heap_retire(heap_t *h) {
   pthread_mutex_lock(&h->lock);
   heap_abandon_all(h);
   heap_reset(h);
@@ -633,6 +729,22 @@ static void heap_thread_exit(void *arg) {
   h->pool_next = heap_pool;
   heap_pool = h;
   pthread_mutex_unlock(&heap_pool_lock);
+}
+
+static void heap_thread_exit(void *arg) {
+  heap_t *h = arg;
+  if (h == NULL || heap_front.self != h) return;
+  if (h->shadow != NULL) heap_shadow_return(h);
+  heap_flush_remote(h);
+  heap_drain_delayed(h, true);
+  stats_thread_merge();
+  for (unsigned b = 0; b < HAK_DIRECT_N; b++) heap_front.direct[b] = &heap_empty_slab;
+  heap_front.heap = NULL;
+  heap_front.self = NULL;
+  heap_front.exited = true;
+  heap_t *ph = h->prof_heap;
+  heap_retire(h);
+  if (ph != NULL) heap_retire(ph);
   decay_poll();
 }
 

@@ -30,7 +30,8 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
-  slab_t *cur[HAK_NCLASS];       /* slab malloc takes blocks from */
+  slab_t *cur[HAK_NCLASS];       /* the class's current slab */
+  slab_t *front[HAK_NCLASS];     /* what pops take from: cur[], or while profiling the class's batch */
   /* Slabs of a class besides the current one, oldest first:
    * [HEAP_PARTIAL] have free blocks; [HEAP_WAITING] ran out and wait, not
    * yet marked full, for the blocks other threads are freeing — those reach
@@ -50,6 +51,16 @@ typedef struct heap {
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
   remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
+  /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
+   * per-class batch descriptor (shadow) that a refill fills from the
+   * current slab's list, so every block handed out passes through a refill
+   * that knows the bytes it serves; the batch stops before the allocation
+   * the sampler picked, which then comes from prof_heap, whose slabs'
+   * owner tag keeps the fast free path away from sampled blocks. */
+  slab_t *shadow;                    /* HAK_NCLASS descriptors, or NULL */
+  slab_t *shadow_mem;                /* their memory, kept while the heap is pooled */
+  struct heap *prof_heap;
+  uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
@@ -83,7 +94,7 @@ heap_t *heap_shared_exit_heap(void);
 void *heap_alloc_refill(heap_t *h, unsigned cls);
 /* A block of class cls from h: the current slab's list, else a refill. */
 HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
-  slab_t *s = h->cur[cls];
+  slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_holds(s, b))) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
@@ -113,7 +124,7 @@ void heap_drain_self(void);
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
-void heap_fork_child(const heap_t *keep, const heap_t *keep2);
+void heap_fork_child(heap_t *keep, const heap_t *keep2);
 
 /* Invariant checkers (stop the process with the failed condition): the
  * calling thread's heap h — its slab lists, its superslabs' free masks and

@@ -218,6 +218,21 @@ void prof_alloc(void *p, size_t size) {
   prof_busy = 0;
 }
 
+uint64_t prof_batch(size_t bytes) {
+  if (prof_busy || !atomic_load_explicit(&prof_on, memory_order_relaxed)) return UINT64_MAX;
+  if ((int64_t)bytes < prof_left) {
+    prof_left -= (int64_t)bytes;
+    prof_acc += bytes;
+    return UINT64_MAX;
+  }
+  /* The sample falls in this batch: prof_left bytes are served before it,
+   * and the sampled allocation's prof_alloc finds prof_left spent. */
+  uint64_t at = prof_left > 0 ? (uint64_t)prof_left : 0;
+  prof_acc += at;
+  prof_left = 0;
+  return at;
+}
+
 void prof_free(void *p) {
   if (p == NULL || prof_tab == NULL) return;
   size_t h = prof_hash((uintptr_t)p);

@@ -7,9 +7,10 @@
  * (gperftools' heap-profile text, read by pprof), PATH.folded (flame-graph
  * input) and PATH.txt (top list), at exit, on SIGUSR2, through
  * hak_prof_dump()/hak_ctl, and periodically (PATH.NNNN.heap, by bytes
- * allocated or by time). Promises: costs nothing unless enabled — while
- * profiling, the thread fronts keep their fast paths closed so every call
- * reaches the cold paths, which call prof_alloc/prof_free; nothing here
+ * allocated or by time). Promises: costs nothing unless enabled; while
+ * profiling, the fast paths stay open: every block they hand out comes in
+ * a batch a refill announced with prof_batch, sampled blocks come from a
+ * profiling heap whose frees reach prof_free; nothing here
  * allocates from hakmem. May call: os, options, stats (report fd), libgcc's
  * unwinder (linked statically), dladdr, the ELF files of the process
  * (read-only, to name static functions).
@@ -24,6 +25,11 @@ void prof_init(void);
 void prof_alloc(void *p, size_t size);
 /* p is being freed. */
 void prof_free(void *p);
+/* A refill hands the fast path a batch that serves `bytes`: they count as
+ * allocated. Returns how many of them come before the allocation the
+ * sampler picked (the caller stops the batch there and sends that
+ * allocation to prof_alloc), or UINT64_MAX if no sample falls inside. */
+uint64_t prof_batch(size_t bytes);
 
 /* hak_ctl "prof.active": while off, no new sample is taken (frees still
  * retire old ones). EPERM unless HAKMEM_PROF was set at start-up: the
