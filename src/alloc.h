@@ -1,13 +1,16 @@
 /*
  * alloc.h — the generic (non-inlined) side of every entry point.
  *
- * Owns: the semantics of calloc, realloc, aligned allocation, usable size
- * and sized free on top of the fast paths, the foreign/large/small dispatch
- * by the ownership map, and the HAKMEM_FORCE_LIBC_ALLOC bypass. Promises:
- * standard errno behaviour (ENOMEM, EINVAL); each function here checks the
- * bypass before touching any hakmem state.
+ * Owns: the one slow path each way (alloc_slow, free_slow: front.h), the
+ * semantics of calloc, realloc, aligned allocation, usable size and sized
+ * free on top of the fast paths, the foreign/large/small dispatch by the
+ * ownership map, the checks of a freed pointer the fast path did not take
+ * (interior, double, freed), and the HAKMEM_FORCE_LIBC_ALLOC bypass.
+ * Promises: standard errno behaviour (ENOMEM, EINVAL); a bad pointer is
+ * reported with the call's name and never reaches a free list; the bypass
+ * is checked before any hakmem state is touched.
  * May call: front, heap, remote, large, foreign, init, sizeclass, ownmap,
- * superslab, decay, prof.
+ * superslab, decay, prof, report, options, os.
  */
 #ifndef HAK_ALLOC_H
 #define HAK_ALLOC_H

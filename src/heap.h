@@ -4,15 +4,17 @@
  * Owns: heap_front (initial-exec TLS: the direct table malloc's fast path
  * reads; free's fast path compares a slab's owner with the thread id);
  * the heap structs (pooled, never unmapped, so a stale pointer held
- * by a remote freer stays valid); each heap's current slab per class, partial
- * lists, owned superslabs, and the thread start/exit protocol (abandon on
- * exit, adopt abandoned superslabs when a slab is needed).
- * Promises: only the owning thread touches a heap's partial lists and its
+ * by a remote freer stays valid); each heap's current slab per class, its
+ * partial and waiting lists, its owned superslabs, its cache of pending
+ * remote frees, the profiling batches, and the thread start/exit protocol
+ * (abandon on exit, adopt abandoned superslabs when a slab is needed); the
+ * invariant checkers heap_check/slab_check.
+ * Promises: only the owning thread touches a heap's slab lists and its
  * slabs' free lists; the page level (superslab lists and masks) is shared
  * with the purge thread under the heap's lock; everything here except the
  * inline accessors is cold.
- * May call: superslab, remote, large (out of memory), decay, sizeclass, os,
- * options, foreign (error reports), stats.
+ * May call: superslab, remote, decay, sizeclass, os, options, prof (batch
+ * sampling), report (overwritten lists), stats.
  */
 #ifndef HAK_HEAP_H
 #define HAK_HEAP_H
@@ -30,8 +32,8 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
-  slab_t *cur[HAK_NCLASS];       /* the class's current slab */
-  slab_t *front[HAK_NCLASS];     /* what pops take from: cur[], or while profiling the class's batch */
+  slab_t *cur[HAK_NCLASS];           /* the class's current slab */
+  slab_t *front[HAK_NCLASS];         /* what pops take from: cur[], or while profiling the class's batch */
   /* Slabs of a class besides the current one, oldest first:
    * [HEAP_PARTIAL] have free blocks; [HEAP_WAITING] ran out and wait, not
    * yet marked full, for the blocks other threads are freeing — those reach

@@ -8,9 +8,10 @@
  * Promises: for a pointer p inside a superslab, its slab descriptor is
  *   ss_of(p)->slabs[(p - ss) >> slab_shift]
  * (mask and shift, no search); a slab's blocks start slab-aligned; an empty
- * superslab is decommitted before it is cached.
- * May call: os, ownmap, sizeclass, options, decay, remote (collecting
- * abandoned slabs).
+ * superslab is decommitted before it is cached; a free block carries the
+ * free mark and an encoded link (below), and every pop checks the link.
+ * May call: os, ownmap, sizeclass, options, decay, report, remote
+ * (collecting abandoned slabs); annotate.h's macros.
  *
  * Slab ownership protocol (the owner field):
  *   heap tid                owned by that heap's thread, not full
@@ -19,9 +20,9 @@
  *   OWNER_UNUSED            not handed out (free slab in its superslab)
  * A heap's tid is its thread's id (HAK_THREAD_ID), or a tag no thread id
  * equals (profiling, exit heap). The owning heap itself is ss->heap.
- * thread_free is a lock-free stack of blocks freed by other threads; its low
- * bit TF_DELAYED says the slab was full when the owner last looked, so a
- * remote free should also tell the owner (see remote.c).
+ * thread_free is a lock-free stack of blocks freed by other threads, with
+ * their count in its top 16 bits; its low bit TF_DELAYED says the slab was
+ * marked full, so a remote free should also tell the owner (see remote.c).
  */
 #ifndef HAK_SUPERSLAB_H
 #define HAK_SUPERSLAB_H
