@@ -89,11 +89,17 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
 }
 
 static void free_small(void *p, unsigned shift, const char *call) {
-  slab_t *s = slab_live_block(p, shift, call, "double free of", true);
-  if (s == NULL) return;
+  slab_t *s = ss_slab_of(p, shift);
+  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  /* A live block start of a slab in use (slab_live_block's checks, with
+   * the owner read once); anything else is slab_live_block's to report. */
+  if (HAK_UNLIKELY(owner == OWNER_UNUSED || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
+                   blk_is_marked(p))) {
+    slab_live_block(p, shift, call, "double free of", true);
+    return;
+  }
   block_t *b = p;
   heap_t *h = heap_front.self;
-  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   HAK_STAT(ST_FREE);
   HAK_STAT_CLS(cls_free, s->cls);
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
@@ -105,8 +111,8 @@ static void free_small(void *p, unsigned shift, const char *call) {
   HAK_STAT(ST_REMOTE);
   /* A thread that only frees gets a heap too: its cache batches the
    * remote frees, and its exit flushes them. */
-  if (h == NULL && !heap_front.exited) h = heap_thread_init();
-  if (remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED) ss_abandon_note_free();
+  if (HAK_UNLIKELY(h == NULL) && !heap_front.exited) h = heap_thread_init();
+  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
   decay_poll();
 }
 

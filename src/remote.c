@@ -49,7 +49,8 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
                                                                                 : REMOTE_OK;
 }
 
-static int remote_flush_way(remote_pending_t *w) {
+static int remote_flush_way(remote_cache_t *rc, remote_pending_t *w) {
+  rc->busy &= ~((uint32_t)1 << (w - rc->way));
   int r = remote_publish(w->slab, w->head, w->tail, w->n);
   w->slab = NULL;
   w->head = w->tail = NULL;
@@ -63,25 +64,26 @@ int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
     return remote_publish(s, b, b, 1);
   }
   int r = REMOTE_OK;
-  remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
+  unsigned i = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1);
+  remote_pending_t *w = &rc->way[i];
   if (w->slab != s) {
-    if (w->slab != NULL) r |= remote_flush_way(w);
+    if (w->slab != NULL) r |= remote_flush_way(rc, w);
     w->slab = s;
     w->tail = b;
+    rc->busy |= (uint32_t)1 << i;
   }
   blk_free(b, w->head);
   w->head = b;
   w->n++;
   w->bytes += s->bsize;
-  if (w->n >= REMOTE_BATCH || w->bytes >= REMOTE_BATCH_BYTES) r |= remote_flush_way(w);
+  if (w->n >= REMOTE_BATCH || w->bytes >= REMOTE_BATCH_BYTES) r |= remote_flush_way(rc, w);
   if (++rc->frees >= REMOTE_FLUSH_EVERY) r |= remote_flush(rc);
   return r;
 }
 
 int remote_flush(remote_cache_t *rc) {
   int r = REMOTE_OK;
-  for (unsigned i = 0; i < REMOTE_WAYS; i++)
-    if (rc->way[i].slab != NULL) r |= remote_flush_way(&rc->way[i]);
+  while (rc->busy != 0) r |= remote_flush_way(rc, &rc->way[__builtin_ctz(rc->busy)]);
   rc->frees = 0;
   return r;
 }

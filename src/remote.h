@@ -25,7 +25,7 @@
 
 struct heap;
 
-#define REMOTE_WAYS 8
+#define REMOTE_WAYS 32
 #define REMOTE_BATCH 32
 #define REMOTE_BATCH_BYTES ((uint32_t)16384)
 #define REMOTE_FLUSH_EVERY 1024
@@ -38,8 +38,10 @@ typedef struct remote_pending {
 
 typedef struct remote_cache {
   remote_pending_t way[REMOTE_WAYS];
+  uint32_t busy;         /* bit i: way i holds a batch */
   uint32_t frees;        /* remote frees since the last full flush */
 } remote_cache_t;
+_Static_assert(REMOTE_WAYS <= 32, "busy is a 32-bit mask");
 
 /* What a publish found. */
 enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
