@@ -26,8 +26,8 @@
 struct heap;
 
 #define REMOTE_WAYS 32
-#define REMOTE_BATCH 32
-#define REMOTE_BATCH_BYTES ((uint32_t)16384)
+#define REMOTE_BATCH 64
+#define REMOTE_BATCH_BYTES ((uint32_t)32768)
 #define REMOTE_FLUSH_EVERY 1024
 
 typedef struct remote_pending {
