@@ -32,6 +32,8 @@ HAK_TLS heap_front_t heap_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &heap_e
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_pool;     /* heaps of exited threads */
 static heap_t *heap_all;      /* every heap made; read without the lock */
+static pthread_mutex_t heap_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static heap_t *heap_prof;     /* the shared profiling heap (heap_prof_sample) */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
 static size_t heap_chunk_left;
 static pthread_key_t heap_key;
@@ -53,7 +55,6 @@ static void heap_reset(heap_t *h) {
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
   h->shadow = NULL; /* only a profiling thread's own heap batches */
-  h->prof_heap = NULL;
   h->prof_due = 0;
   h->pool_next = NULL;
 }
@@ -503,9 +504,10 @@ size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
 }
 
 void heap_fork_child(heap_t *keep, const heap_t *keep2) {
-  /* The forking thread's profiling heap is not kept (its superslabs were
-   * abandoned like another thread's): a new one is made on demand. */
-  if (keep != NULL) keep->prof_heap = NULL;
+  /* The shared profiling heap is not kept (its superslabs were abandoned
+   * like a thread's, so sampled blocks freed here are reclaimed): a new one
+   * is made on demand. */
+  heap_prof = NULL;
   for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
@@ -571,16 +573,25 @@ static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
   return s;
 }
 
-/* Profiling: the sampled allocation, from the thread's profiling heap. */
-static void *heap_prof_sample(heap_t *h, unsigned cls) {
-  heap_t *ph = h->prof_heap;
-  if (ph == NULL) {
-    ph = heap_new();
-    if (ph == NULL) return NULL;
-    ph->tid = h->tid | HAK_TID_PROF_BIT;
-    h->prof_heap = ph;
+/* Profiling: the sampled allocation. Sampled blocks come from one shared
+ * heap under a mutex (about one allocation per 512 KiB takes it, so it is
+ * never contended in practice, and short-lived threads make no heap of
+ * their own); its owner tag is no thread's id, so every free of a sampled
+ * block reaches free_slow and prof_free. */
+static void *heap_prof_sample(unsigned cls) {
+  pthread_mutex_lock(&heap_prof_lock);
+  if (heap_prof == NULL) {
+    heap_prof = heap_new();
+    if (heap_prof != NULL) heap_prof->tid = (uintptr_t)heap_prof | HAK_TID_PROF_BIT;
   }
-  void *p = heap_alloc_class(ph, cls);
+  void *p = NULL;
+  if (heap_prof != NULL) {
+    heap_t *self = heap_front.self;
+    heap_front.self = heap_prof; /* for the refill path's "is it mine" checks */
+    p = heap_alloc_class(heap_prof, cls);
+    heap_front.self = self;
+  }
+  pthread_mutex_unlock(&heap_prof_lock);
   prof_alloc(p, sc_size[cls]);
   return p;
 }
@@ -595,7 +606,7 @@ static void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s) {
   uint64_t at = prof_batch((size_t)n * s->bsize);
   unsigned k = at == UINT64_MAX ? n : (unsigned)(at / s->bsize);
   if (k == 0) {
-    void *p = heap_prof_sample(h, cls);
+    void *p = heap_prof_sample(cls);
     if (p != NULL) return p;
     k = n; /* no profiling heap to be had: this one goes unsampled */
   }
@@ -654,7 +665,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
     }
     if (h->prof_due & ((uint64_t)1 << cls)) {
       h->prof_due &= ~((uint64_t)1 << cls);
-      void *p = heap_prof_sample(h, cls);
+      void *p = heap_prof_sample(cls);
       if (p != NULL) return p;
     }
   }
@@ -683,8 +694,9 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
   if (h->shadow != NULL) return heap_shadow_fill(h, cls, s);
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
-   * exit heap, whose lock is held here (pthread_create allocates). */
-  if (!(h->tid & HAK_TID_EXIT_BIT)) decay_poll();
+   * exit and profiling heaps, whose locks are held here (pthread_create
+   * allocates). */
+  if (!(h->tid & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) decay_poll();
   return b;
 }
 
@@ -742,9 +754,7 @@ static void heap_thread_exit(void *arg) {
   heap_front.heap = NULL;
   heap_front.self = NULL;
   heap_front.exited = true;
-  heap_t *ph = h->prof_heap;
   heap_retire(h);
-  if (ph != NULL) heap_retire(ph);
   decay_poll();
 }
 
@@ -773,10 +783,12 @@ void *heap_exit_alloc(unsigned cls) {
 
 void heap_lock_all(void) {
   pthread_mutex_lock(&heap_exit_lock);
+  pthread_mutex_lock(&heap_prof_lock);
   pthread_mutex_lock(&heap_pool_lock);
 }
 void heap_unlock_all(void) {
   pthread_mutex_unlock(&heap_pool_lock);
+  pthread_mutex_unlock(&heap_prof_lock);
   pthread_mutex_unlock(&heap_exit_lock);
 }
 

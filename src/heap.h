@@ -57,11 +57,11 @@ typedef struct heap {
    * per-class batch descriptor (shadow) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
    * that knows the bytes it serves; the batch stops before the allocation
-   * the sampler picked, which then comes from prof_heap, whose slabs'
-   * owner tag keeps the fast free path away from sampled blocks. */
+   * the sampler picked, which then comes from the shared profiling heap,
+   * whose slabs' owner tag keeps the fast free path away from sampled
+   * blocks. */
   slab_t *shadow;                    /* HAK_NCLASS descriptors, or NULL */
   slab_t *shadow_mem;                /* their memory, kept while the heap is pooled */
-  struct heap *prof_heap;
   uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   bool dead;                         /* fork child: belonged to a thread that is gone */

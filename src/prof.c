@@ -220,6 +220,9 @@ void prof_alloc(void *p, size_t size) {
 
 uint64_t prof_batch(size_t bytes) {
   if (prof_busy || !atomic_load_explicit(&prof_on, memory_order_relaxed)) return UINT64_MAX;
+  /* A thread's first batch: its countdown starts at a random gap, not at
+   * zero (short-lived threads would each sample their first allocation). */
+  if (prof_rng == 0) prof_left = (int64_t)prof_next_gap();
   if ((int64_t)bytes < prof_left) {
     prof_left -= (int64_t)bytes;
     prof_acc += bytes;
