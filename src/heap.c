@@ -680,6 +680,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
       }
       /* Exhausted: it waits (unmarked) for blocks to come back, and the
        * class moves on. */
+      HAK_STAT(ST_WAITING);
       slist_push(h, HEAP_WAITING, s);
     }
     s = heap_next_slab(h, cls);

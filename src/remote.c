@@ -19,9 +19,12 @@
 #include "remote.h"
 #include "heap.h"
 #include "report.h"
+#include "stats.h"
 
 static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
   uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  HAK_STAT(ST_RPUBLISH);
+  HAK_STATN(ST_RPUBLISH_BLOCKS, n);
   for (;;) {
     if (tf & TF_DELAYED) {
       uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
@@ -31,8 +34,11 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
         while (d != HEAP_DELAYED_CLOSED) {
           blk_set_next(tail, (block_t *)d);
           if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head,
-                                                    memory_order_release, memory_order_relaxed))
+                                                    memory_order_release, memory_order_relaxed)) {
+            HAK_STAT(ST_RDELAYED);
             return REMOTE_OK;
+          }
+          HAK_STAT(ST_RCAS_RETRY);
         }
       }
     }
@@ -42,6 +48,7 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
     if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, nw, memory_order_release,
                                               memory_order_relaxed))
       break;
+    HAK_STAT(ST_RCAS_RETRY);
   }
   /* A slab whose thread exited has no owner to collect this: the caller
    * tells the abandoned list (superslab.c). */
@@ -103,6 +110,8 @@ unsigned remote_collect(slab_t *s) {
   block_t *head = (block_t *)(tf & TF_PTR_MASK);
   if (head == NULL) return 0;
   unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
+  HAK_STAT(ST_COLLECT);
+  HAK_STATN(ST_COLLECT_BLOCKS, n);
   if (s->free != NULL) {
     /* Rare (adoption, thread exit, a refill's leftovers): splice in front
      * of the owner's list. The count bounds the walk, and every link is
@@ -131,6 +140,7 @@ bool remote_mark_full(slab_t *s, heap_t *h) {
                                                memory_order_acq_rel, memory_order_relaxed))
     return false;
   atomic_store_explicit(&s->owner, h->tid | OWNER_FULL, memory_order_release);
+  HAK_STAT(ST_MARK_FULL);
   return true;
 }
 

@@ -176,6 +176,16 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
 #if HAK_STATS_BUILD
   OUT("events: allocs %zu, frees %zu, slow allocs %zu, refills %zu, remote frees %zu, threads exited %zu\n",
       st.allocs, st.frees, st.slow_allocs, st.refills, st.remote_frees, st.threads_exited);
+  {
+    uint64_t e[ST_N];
+    for (int i = 0; i < ST_N; i++) e[i] = atomic_load_explicit(&st_total[i], memory_order_relaxed) + stats_tls.ev[i];
+    OUT("remote: %llu batches published (%llu blocks), %llu to a full slab's owner, %llu CAS retries; "
+        "%llu collections (%llu blocks); %llu slabs put to wait, %llu marked full\n",
+        (unsigned long long)e[ST_RPUBLISH], (unsigned long long)e[ST_RPUBLISH_BLOCKS],
+        (unsigned long long)e[ST_RDELAYED], (unsigned long long)e[ST_RCAS_RETRY],
+        (unsigned long long)e[ST_COLLECT], (unsigned long long)e[ST_COLLECT_BLOCKS],
+        (unsigned long long)e[ST_WAITING], (unsigned long long)e[ST_MARK_FULL]);
+  }
 #endif
   OUT("%-10s %8s %12s %12s %8s\n", "class", "slabs", "in use", "capacity", "use%");
   for (unsigned c = 0; c < st.nclasses; c++) {

@@ -19,19 +19,30 @@
 
 #if defined(HAKMEM_STATS) && HAKMEM_STATS
 #define HAK_STATS_BUILD 1
-enum { ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE, ST_N };
+/* Events of the statistics build. The remote-free ones show where
+ * cross-thread time goes: batches published (and their blocks), batches
+ * that went to a full slab's owner through the delayed list, CAS retries,
+ * collections by the owner (and their blocks), exhausted slabs put to wait
+ * and slabs marked full. */
+enum {
+  ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE,
+  ST_RPUBLISH, ST_RPUBLISH_BLOCKS, ST_RDELAYED, ST_RCAS_RETRY, ST_COLLECT, ST_COLLECT_BLOCKS,
+  ST_WAITING, ST_MARK_FULL, ST_N
+};
 typedef struct stats_tls {
   uint64_t ev[ST_N];
   uint64_t cls_alloc[HAK_NCLASS], cls_free[HAK_NCLASS];
 } stats_tls_t;
 extern HAK_TLS stats_tls_t stats_tls;
 #define HAK_STAT(ev_) (stats_tls.ev[ev_]++)
+#define HAK_STATN(ev_, n_) (stats_tls.ev[ev_] += (n_))
 #define HAK_STAT_CLS(arr_, cls_) (stats_tls.arr_[cls_]++)
 /* Thread exit: add this thread's counters to the process totals. */
 void stats_thread_merge(void);
 #else
 #define HAK_STATS_BUILD 0
 #define HAK_STAT(ev_) ((void)0)
+#define HAK_STATN(ev_, n_) ((void)0)
 #define HAK_STAT_CLS(arr_, cls_) ((void)0)
 HAK_INLINE void stats_thread_merge(void) {}
 #endif
