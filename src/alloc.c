@@ -34,16 +34,11 @@ static void *alloc_class(unsigned cls) {
   return heap_alloc_class(h, cls);
 }
 
-/* Everything malloc's fast path does not serve. heap_front.heap is set
- * only on an initialised thread with neither the libc bypass nor the
- * profiler on, so sizes up to 1 MiB need no other check; otherwise the
- * first statements are initialisation and the bypass. */
-void *alloc_slow(size_t size) {
-  heap_t *h = heap_front.heap;
-  if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);
-  HAK_STAT(ST_SLOW);
-  HAK_STAT(ST_ALLOC);
-  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
+/* The rare part of alloc_slow (first call of a thread or the process, the
+ * bypass, large blocks, a closed front): out of line, so that the common
+ * part — sizes above 1 KiB and refills — needs no registers saved. */
+static void *alloc_cold(size_t size) HAK_COLD;
+static void *alloc_cold(size_t size) {
   init_ensure();
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
   if (size <= HAK_SMALL_MAX) {
@@ -56,6 +51,19 @@ void *alloc_slow(size_t size) {
   void *p = large_alloc(size, HAK_MIN_ALIGN, NULL);
   if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
   return p;
+}
+
+/* Everything malloc's fast path does not serve. heap_front.heap is set
+ * only on an initialised thread with neither the libc bypass nor a closed
+ * front, so sizes up to 1 MiB need no other check; the rest is alloc_cold,
+ * whose first statements are initialisation and the bypass. */
+void *alloc_slow(size_t size) {
+  heap_t *h = heap_front.heap;
+  if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);
+  HAK_STAT(ST_SLOW);
+  HAK_STAT(ST_ALLOC);
+  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
+  return alloc_cold(size);
 }
 
 void alloc_slab_emptied(slab_t *s) {
