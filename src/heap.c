@@ -377,20 +377,6 @@ void heap_flush_remote(heap_t *h) {
   if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
 }
 
-static bool list_holds(const block_t *l, const block_t *b, unsigned max) {
-  for (unsigned n = 0; l != NULL && n <= max; l = blk_next(l), n++)
-    if (l == b) return true;
-  return false;
-}
-
-bool heap_holds_free(heap_t *h, slab_t *s, const block_t *b) {
-  heap_drain_delayed(h, false);
-  remote_collect(s);
-  if (remote_pending_holds(&h->rcache, s, b)) return true;
-  /* Bounded by the slab's capacity: a corrupted list cannot loop us. */
-  return list_holds(s->free, b, s->capacity);
-}
-
 /* ---- purge --------------------------------------------------------------- */
 
 /* Decommit h's free slabs idle for the purge delay and release its wholly

@@ -105,10 +105,6 @@ HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not marked free. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
-/* Is b (of slab s, owned by h) on one of h's free lists? Collects s's
- * remote frees and h's delayed list first, so the answer is exact for
- * everything freed through h's own lists. */
-bool heap_holds_free(heap_t *h, slab_t *s, const block_t *b);
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */

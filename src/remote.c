@@ -95,15 +95,6 @@ int remote_flush(remote_cache_t *rc) {
   return r;
 }
 
-bool remote_pending_holds(const remote_cache_t *rc, const slab_t *s, const block_t *b) {
-  const remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
-  if (w->slab != s) return false;
-  unsigned n = 0;
-  for (const block_t *x = w->head; x != NULL && n < w->n; x = blk_next(x), n++)
-    if (x == b) return true;
-  return false;
-}
-
 unsigned remote_collect(slab_t *s) {
   if (!remote_has_frees(s)) return 0;
   uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);

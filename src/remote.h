@@ -52,8 +52,6 @@ enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
 int remote_free(remote_cache_t *rc, slab_t *s, block_t *b);
 /* Publish every pending batch of rc. */
 int remote_flush(remote_cache_t *rc);
-/* Is b waiting in rc (a block this thread freed, not yet published)? */
-bool remote_pending_holds(const remote_cache_t *rc, const slab_t *s, const block_t *b);
 /* Owner: move s's thread_free blocks onto its lists; returns how many. */
 unsigned remote_collect(slab_t *s);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first

@@ -22,12 +22,3 @@ void report_error(const char *call, const void *p, const char *what) {
   os_write_err("\n");
   if (opt.on_error == HAK_ON_ERROR_ABORT) abort();
 }
-
-void report_corruption(const void *p) {
-  char buf[32];
-  os_fmt_hex(buf, (uintptr_t)p);
-  os_write_err("hakmem: heap corruption detected at ");
-  os_write_err(buf);
-  os_write_err(" (free list overwritten: use after free or overflow)\n");
-  abort();
-}

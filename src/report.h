@@ -17,7 +17,5 @@
  * even the message). */
 void report_error(const char *call, const void *p, const char *what) HAK_COLD;
 HAK_INLINE void report_invalid(const char *call, const void *p) { report_error(call, p, "invalid pointer"); }
-/* A free list was found overwritten (secure build): always aborts. */
-void report_corruption(const void *p) __attribute__((noreturn, cold));
 
 #endif
