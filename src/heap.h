@@ -64,6 +64,7 @@ typedef struct heap {
   slab_t *shadow_mem;                /* their memory, kept while the heap is pooled */
   uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
+  uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
   struct heap *all_next;         /* every heap ever made (never freed) */
