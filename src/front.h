@@ -26,11 +26,10 @@ void free_slow(void *p) HAK_SLOW;
 void alloc_slab_emptied(slab_t *s) HAK_COLD;
 
 HAK_INLINE void *front_malloc(size_t size) {
-  /* A branch on the size costs one instruction less than selecting a
-   * sentinel bucket with a conditional move, and it is as predictable as
-   * the program's sizes are. */
-  if (HAK_UNLIKELY(size > HAK_FAST_MAX)) return alloc_slow(size);
-  slab_t *s = heap_front.direct[(size + 15) >> 4];
+  /* Sizes above 1 KiB select the last bucket, which always holds the empty
+   * sentinel: the size test costs no branch of its own. */
+  size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
+  slab_t *s = heap_front.direct[bucket];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_holds(s, b))) {
     HAK_STAT(ST_ALLOC);
