@@ -220,16 +220,40 @@ static large_hdr_t *large_hdr_of(const void *p) {
   return (large_hdr_t *)((uintptr_t)p - LARGE_HDR);
 }
 
+/* Is p a live large block's user pointer? An arena's regions are mapped
+ * whole, so the header below any pointer in them can be read. A dedicated
+ * mapping may end anywhere in its region (the fuzzer found free(p) of an
+ * address past it reading unmapped memory): only its first bytes, at the
+ * region's base, are sure to be mapped, and they hold the header or a copy
+ * of its magic and offset (large_register), which name the one valid
+ * pointer. A FAR block's only valid pointer is its region's base. */
 static bool large_valid(const void *p, unsigned v) {
   uintptr_t a = (uintptr_t)p;
-  if (v == OWN_LARGE && (a & HAK_SS_MASK) < LARGE_HDR) return false;
-  if (v == OWN_LARGE_FAR && (a & HAK_SS_MASK) != 0) return false;
+  uintptr_t in = a & HAK_SS_MASK;
+  if (v == OWN_LARGE && in < LARGE_HDR) return false;
+  if (v == OWN_LARGE_FAR && in != 0) return false;
+  if (v == OWN_LARGE_MAP) {
+    const large_hdr_t *lead = (const large_hdr_t *)(a - in);
+    if (in < LARGE_HDR || lead->magic != LARGE_MAGIC || lead->off != in) return false;
+  }
   const large_hdr_t *h = large_hdr_of(p);
   return h->magic == LARGE_MAGIC && h->live && h->base + h->off == (const uint8_t *)p;
 }
 
+/* A dedicated mapping's user pointer: base + off, the base 4 MiB-aligned. */
 static void large_register(void *user) {
-  ownmap_set(user, ((uintptr_t)user & HAK_SS_MASK) == 0 ? OWN_LARGE_FAR : OWN_LARGE);
+  uintptr_t u = (uintptr_t)user;
+  if ((u & HAK_SS_MASK) == 0) {
+    ownmap_set(user, OWN_LARGE_FAR);
+    return;
+  }
+  large_hdr_t *lead = (large_hdr_t *)(u & ~(uintptr_t)HAK_SS_MASK);
+  if (lead != large_hdr_of(user)) { /* aligned: the gap below the header is free */
+    ann_meta(lead, sizeof *lead);
+    lead->magic = LARGE_MAGIC;
+    lead->off = u & HAK_SS_MASK;
+  }
+  ownmap_set(user, OWN_LARGE_MAP);
 }
 
 /* The cached mapping that best serves need: the smallest one at least that

@@ -6,7 +6,9 @@
  * bigger or more-than-64-KiB-aligned blocks in dedicated 4 MiB-aligned
  * mappings with a small bounded cache; a 64-byte header just below each
  * user pointer. Promises: the user pointer lies in a region the ownership map
- * marks OWN_LARGE (or OWN_LARGE_FAR for alignments >= 4 MiB); dedicated
+ * marks OWN_LARGE (arenas), OWN_LARGE_MAP or OWN_LARGE_FAR (dedicated
+ * mappings; FAR for alignments >= 4 MiB); a pointer that is not a live
+ * block's is told apart without reading outside mapped memory; dedicated
  * mappings go back with munmap and are resized with mremap (pages move, no
  * copy); arena blocks resize in place when their neighbour span is free.
  * May call: os, ownmap, options, decay, foreign (error reports).

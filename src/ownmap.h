@@ -4,8 +4,9 @@
  * Owns: a byte per 4 MiB of the 48-bit address space (64 MiB of zero-fill
  * BSS, touched only where hakmem maps). Promises: an entry is nonzero only
  * while hakmem owns the region: the slab shift (16, 19 or 22) for a superslab,
- * OWN_LARGE / OWN_LARGE_FAR for a large mapping whose user pointer lies in
- * that region. Entries are written only by superslab.c and large.c.
+ * OWN_LARGE for a region of a large arena, OWN_LARGE_MAP / OWN_LARGE_FAR for
+ * a dedicated large mapping whose user pointer lies in that region. Entries
+ * are written only by superslab.c and large.c.
  * May call: nothing.
  */
 #ifndef HAK_OWNMAP_H
@@ -15,8 +16,9 @@
 
 #define HAK_OWNMAP_BITS 26 /* 48-bit addresses / 4 MiB regions */
 #define OWN_NONE 0
-#define OWN_LARGE 1     /* large block: header 64 bytes below the pointer */
-#define OWN_LARGE_FAR 2 /* large block aligned to >= 4 MiB: same header rule */
+#define OWN_LARGE 1     /* arena region: mapped whole while the arena lives */
+#define OWN_LARGE_FAR 2 /* dedicated mapping, pointer aligned to >= 4 MiB */
+#define OWN_LARGE_MAP 3 /* dedicated mapping starting at the region's base */
 
 extern uint8_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];
 

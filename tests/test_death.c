@@ -398,6 +398,9 @@ static const kind_t kinds[] = {
     {"al4k_int", 3 * 4096, 4096, 4096, 0, E_SMALL},
     {"al64k_dbl", 3 << 20, 65536, 0, 1, E_LARGE_DBL},
     {"al64k_int", 3 << 20, 65536, 4096, 0, E_SMALL},
+    /* a dedicated mapping (2 MiB-aligned, 4 KiB) ends inside its 4 MiB region:
+     * a pointer past its end must be reported without a read there */
+    {"al2m_past", 4096, 2 << 20, 1 << 20, 0, E_SMALL},
 };
 enum { NKINDS = sizeof kinds / sizeof kinds[0] };
 
