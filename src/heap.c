@@ -450,7 +450,10 @@ static void heap_maintain(heap_t *h) {
    * spent 8 % of its time here). */
   if ((int32_t)(h->tick - h->sweep_tick) >= 0) {
     bool got = heap_sweep_waiting(h);
-    h->sweep_gap = got ? HEAP_SWEEP_GAP_MIN : (h->sweep_gap < HEAP_SWEEP_GAP_MAX ? h->sweep_gap * 2 : HEAP_SWEEP_GAP_MAX);
+    if (got)
+      h->sweep_gap = HEAP_SWEEP_GAP_MIN;
+    else if (h->sweep_gap < HEAP_SWEEP_GAP_MAX)
+      h->sweep_gap *= 2;
     h->sweep_tick = h->tick + h->sweep_gap;
   }
   if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
