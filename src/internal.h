@@ -37,17 +37,18 @@
  * slab); medium superslabs hold 512 KiB slabs (2.5 KiB .. 64 KiB). Slab 0
  * of those holds the header, so their blocks start slab-aligned. Big
  * superslabs are one slab of 4 MiB whose blocks (80 KiB .. 1 MiB) start
- * 1 MiB in (64 KiB in the secure build), after the header: so every slab
- * area is aligned to at least 64 KiB, and power-of-two classes are aligned
- * to their size (up to HAK_SLAB_ALIGN_MAX); the untouched rest of the first
- * MiB costs address space, not memory. */
+ * 1 MiB in, after the header: so every slab area is aligned to at least
+ * 64 KiB, and power-of-two classes are aligned to their size (up to 1 MiB);
+ * the untouched rest of the first MiB costs address space, not memory. */
 #define HAK_SMALL_SLAB_SHIFT  16
 #define HAK_MEDIUM_SLAB_SHIFT 19
 #define HAK_BIG_SLAB_SHIFT    HAK_SS_SHIFT
+#define HAK_BIG_AREA_OFFSET   ((size_t)1 << 20)
 #define HAK_MAX_SLABS         64
 
 #define HAK_NCLASS        60            /* 16 B .. 1 MiB */
 #define HAK_SMALL_MAX     ((size_t)1 << 20) /* largest size class; above: large.c */
+#define HAK_SLAB_ALIGN_MAX ((size_t)1 << 20) /* alignments served by size classes */
 #define HAK_FAST_MAX      ((size_t)1024) /* served by the per-thread direct table */
 #define HAK_DIRECT_N      66            /* buckets 0..64 for sizes 0..1024, 65 = "not here" */
 #define HAK_MIN_ALIGN     16
@@ -62,18 +63,6 @@
 #define HAK_SECURE 1
 #else
 #define HAK_SECURE 0
-#endif
-
-/* Where a big slab's blocks start, and the largest alignment size classes
- * serve (larger ones go to large.c). The secure build gives up the 1 MiB
- * alignment: its end guard page would otherwise leave room for only two
- * blocks of the 1 MiB class, and starting 64 KiB in keeps three. */
-#if HAK_SECURE
-#define HAK_BIG_AREA_OFFSET   HAK_PAGE_MAX
-#define HAK_SLAB_ALIGN_MAX    HAK_PAGE_MAX
-#else
-#define HAK_BIG_AREA_OFFSET   ((size_t)1 << 20)
-#define HAK_SLAB_ALIGN_MAX    ((size_t)1 << 20)
 #endif
 
 /* Reports a failed internal check and stops (os.c; every build has it: the

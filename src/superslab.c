@@ -22,9 +22,15 @@ uintptr_t ss_secret = 0x9E3779B97F4A7C15ull; /* replaced by a random value at st
 
 #if HAK_SECURE
 /* Secure layout inside the header slab: descriptors up to 8.2 KiB, then a
- * guard page. The last page of the superslab is a guard too, so the last
- * slab is left unused. */
+ * guard page. A superslab's mapping also has one more page, past its 4 MiB,
+ * kept inaccessible: an overflow off the last block faults there, and no
+ * slab gives up room for it (the 1 MiB class keeps three blocks of a big
+ * slab, aligned to 1 MiB). It costs address space only: the next superslab
+ * starts at the following 4 MiB boundary. */
 #define SS_GUARD_OFFSET ((size_t)12288)
+#define SS_MAP_SIZE (HAK_SS_SIZE + os_page_size)
+#else
+#define SS_MAP_SIZE HAK_SS_SIZE
 #endif
 
 static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,9 +56,7 @@ static void ss_header_init(superslab_t *ss, unsigned kind) {
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
 #if HAK_SECURE
-  if (kind != SS_KIND_BIG) ss->nslabs--; /* its last page is the guard */
   os_protect_none((uint8_t *)ss + SS_GUARD_OFFSET, os_page_size);
-  os_protect_none((uint8_t *)ss + HAK_SS_SIZE - os_page_size, os_page_size);
 #endif
   ss->listed = 0;
   ss_set_heap(ss, NULL);
@@ -81,8 +85,11 @@ superslab_t *ss_acquire(unsigned kind) {
   }
   pthread_mutex_unlock(&ss_cache_lock);
   if (ss == NULL) {
-    ss = os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    ss = os_map_aligned(SS_MAP_SIZE, HAK_SS_SIZE);
     if (ss == NULL) return NULL;
+#if HAK_SECURE
+    os_protect_none((uint8_t *)ss + HAK_SS_SIZE, os_page_size); /* the end guard */
+#endif
     ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
   ss_header_init(ss, kind);
@@ -127,7 +134,7 @@ void ss_release(superslab_t *ss) {
     }
     pthread_mutex_unlock(&ss_cache_lock);
   }
-  os_unmap(ss, HAK_SS_SIZE);
+  os_unmap(ss, SS_MAP_SIZE);
 }
 
 /* Cached superslabs are already decommitted; this gives their address
@@ -140,7 +147,7 @@ void ss_cache_unmap_all(void) {
   pthread_mutex_unlock(&ss_cache_lock);
   while (list) {
     superslab_t *n = list->next;
-    os_unmap(list, HAK_SS_SIZE);
+    os_unmap(list, SS_MAP_SIZE);
     list = n;
   }
 }
@@ -263,9 +270,6 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);
   size_t room = ss_slab_room(ss, idx);
-#if HAK_SECURE
-  if (ss->kind == SS_KIND_BIG) room -= HAK_PAGE_MAX; /* keep clear of the end guard */
-#endif
   s->capacity = (uint16_t)(room / s->bsize);
   s->carved = 0;
   s->cls = (uint8_t)cls;
