@@ -9,6 +9,7 @@ uint8_t sc_bucket_class[HAK_DIRECT_N];
 uint32_t sc_size[HAK_NCLASS];
 uint16_t sc_batch[HAK_NCLASS];
 uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
+uint8_t sc_mid_class[SC_MID_MAX >> 8];
 
 static uint32_t sc_size_of_class(unsigned c) {
   if (c < 8) return 16u * (c + 1);
@@ -35,4 +36,8 @@ void sc_init(size_t refill_bytes) {
     sc_bucket_hi[c] = (uint8_t)i;
   }
   sc_bucket_class[HAK_DIRECT_N - 1] = 0; /* never used: the "not here" bucket */
+  /* Bucket i holds sizes 256*i+1 .. 256*(i+1); buckets 0..3 (up to 1 KiB)
+   * are never used. */
+  for (unsigned i = HAK_FAST_MAX >> 8; i < (SC_MID_MAX >> 8); i++)
+    sc_mid_class[i] = (uint8_t)sc_of_arith(((size_t)i << 8) + 1);
 }
