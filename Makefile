@@ -1,7 +1,10 @@
 # Top-level entry points. Everything is built by CMake in build/.
-#   make        build the libraries, tests and benchmarks (Release)
+#   make        build the libraries (the default libhakmem and, beside it, the
+#               secure libhakmem_secure), tests and benchmarks (Release)
 #   make test   build and run the CTest suite (what CI runs)
 #   make bench  build, install the peer allocators, run the comparison
+#   make bench-secure  the secure library against the default on every row
+#               (interleaved; bench/results/secure.md)
 #   make deb    the Debian package, from a tree configured for /usr (packaging/README.md)
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
@@ -9,7 +12,7 @@ CMAKE_FLAGS ?=
 
 PREFIX ?= /usr/local
 
-.PHONY: all build test bench bench-quick bench-instr install deb clean
+.PHONY: all build test bench bench-quick bench-instr bench-secure install deb clean
 
 all: build
 
@@ -30,6 +33,9 @@ bench-quick: build
 
 bench-instr: build
 	bash bench/run.sh --instr
+
+bench-secure: build
+	bash bench/run.sh --secure-report
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

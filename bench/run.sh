@@ -3,13 +3,17 @@
 # jemalloc and tcmalloc and write bench/results/latest.md (+ chart).
 # See bench/README.md. Usage:
 #   bash bench/run.sh [--quick] [--instr] [--repeat N] [--only NAME[,NAME...]]
-#                     [--allocators LIST] [--no-install] [--list]
+#                     [--allocators LIST] [--no-install] [--list] [--secure-report]
+#   --secure-report    libhakmem_secure.so against libhakmem.so, interleaved, on every
+#                      row: writes bench/results/secure.md (make bench-secure)
 # Environment:
 #   HAKMEM_BUILD_DIR   build directory with libhakmem.so and bench/ (default: $BUILD
 #                      as given to make, else build/)
 #   HAKMEM_LIB         path of libhakmem.so (default: $HAKMEM_BUILD_DIR/libhakmem.so)
 #   HAKMEM_BASE_LIB    an older libhakmem.so to compare with in the same run: adds
 #                      the allocator hakmem-base (and a hakmem vs hakmem-base table)
+#   HAKMEM_SECURE_LIB  the allocator hakmem-secure (default: libhakmem_secure.so
+#                      beside HAKMEM_LIB); not in the default set: --allocators
 #   BENCH_RESULTS_DIR  where results go (default: bench/results)
 #   BENCH_TIMEOUT      seconds before one run is killed (default 120)
 #   BENCH_WAIT_IDLE    wait up to this many seconds for the machine to be idle first
@@ -24,11 +28,11 @@ TIMEOUT=${BENCH_TIMEOUT:-120}
 PY=/usr/bin/python3
 [ -x $PY ] || PY=$(command -v python3)
 
-QUICK=0 INSTR=0 REPEAT="" ONLY="" INSTALL=1 LIST=0
+QUICK=0 INSTR=0 REPEAT="" ONLY="" INSTALL=1 LIST=0 SECURE_REPORT=0 ALLOC_GIVEN=0
 ALLOCATORS="hakmem,hakmem-libc,glibc,mimalloc,jemalloc,tcmalloc"
 # an older build to compare with: its column comes right after hakmem's
 [ -n "${HAKMEM_BASE_LIB:-}" ] && ALLOCATORS="hakmem,hakmem-base,${ALLOCATORS#hakmem,}"
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -37,8 +41,9 @@ while [ $# -gt 0 ]; do
     --repeat=*) REPEAT=${1#*=} ;;
     --only) ONLY=${2:?--only needs a name}; shift ;;
     --only=*) ONLY=${1#*=} ;;
-    --allocators) ALLOCATORS=${2:?}; shift ;;
-    --allocators=*) ALLOCATORS=${1#*=} ;;
+    --allocators) ALLOCATORS=${2:?}; ALLOC_GIVEN=1; shift ;;
+    --allocators=*) ALLOCATORS=${1#*=}; ALLOC_GIVEN=1 ;;
+    --secure-report) SECURE_REPORT=1 ;;
     --no-install) INSTALL=0 ;;
     --list) LIST=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -46,6 +51,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+# the secure report compares two hakmem libraries: no peer to install
+[ $SECURE_REPORT = 1 ] && { [ $ALLOC_GIVEN = 1 ] || ALLOCATORS="hakmem,hakmem-secure"; INSTALL=0; }
 if [ -z "$REPEAT" ]; then
   if [ $QUICK = 1 ]; then REPEAT=1; else REPEAT=3; fi
 fi
@@ -215,6 +222,7 @@ if [ ! -x "$BENCH_BIN/bench_random_mixed" ]; then
 fi
 HAKMEM_LIB=${HAKMEM_LIB:-$BUILD_DIR/libhakmem.so}
 HAKMEM_BASE_LIB=${HAKMEM_BASE_LIB:-}
+HAKMEM_SECURE_LIB=${HAKMEM_SECURE_LIB:-$(dirname "$HAKMEM_LIB")/libhakmem_secure.so}
 
 # The file a library really is, as the programs print it in malloc_path=
 # (realpath, spaces and '=' as '_'): hakmem and hakmem-base may both be called
@@ -259,6 +267,9 @@ for a in "${want_alloc[@]}"; do
           MISSING_NOTES+=("hakmem-base: HAKMEM_BASE_LIB is the same file as HAKMEM_LIB ($(canon_path "$HAKMEM_LIB")): both columns measure one library")
         add_alloc hakmem-base "$HAKMEM_BASE_LIB" "" "path=$(canon_path "$HAKMEM_BASE_LIB")"
       fi ;;
+    hakmem-secure)
+      if [ -e "$HAKMEM_SECURE_LIB" ]; then add_alloc hakmem-secure "$HAKMEM_SECURE_LIB" "" "path=$(canon_path "$HAKMEM_SECURE_LIB")"
+      else MISSING_NOTES+=("hakmem-secure: $HAKMEM_SECURE_LIB does not exist (built by 'make'; or set HAKMEM_SECURE_LIB); row skipped"); fi ;;
     glibc) add_alloc glibc "" "" "libc.so" ;;
     mimalloc|jemalloc|tcmalloc)
       lib=$(${a}_lib)
@@ -285,6 +296,8 @@ for row in "${ALLOC_ROWS[@]}"; do
     MISSING_NOTES+=("$name: the check run (bench_random_mixed 20000 64 1 under ${pre:-no preload}) failed: $why${last:+: $last}; row skipped")
   elif [ $ok = 0 ]; then
     MISSING_NOTES+=("$name: malloc came from $from, not ${expect#path=}: LD_PRELOAD did not take; row skipped")
+  elif [ "$name" = hakmem-secure ] && [[ $out != *hakmem_version=*_secure* ]]; then
+    MISSING_NOTES+=("hakmem-secure: $pre is not a secure build (hak_version: $(printf '%s\n' "$out" | sed -n 's/.*hakmem_version=\([^ ]*\).*/\1/p')); row skipped")
   else
     OK_ROWS+=("$row")
     ver=$(printf '%s\n' "$out" | sed -n 's/.*hakmem_version=\([^ ]*\).*/\1/p')
@@ -340,7 +353,8 @@ fmt_rate() { awk -v x="$1" 'BEGIN{ if (x>=1e9) printf "%.2f G", x/1e9; else if (
 # ------------------------------------------------------------ --instr mode
 if [ $INSTR = 1 ]; then
   command -v valgrind >/dev/null 2>&1 || { say "run.sh: valgrind is not installed"; exit 1; }
-  RAW=$RESULTS/instr-raw.tsv
+  isfx=""; [ $SECURE_REPORT = 1 ] && isfx=-secure # --secure-report --instr: instr-secure.md
+  RAW=$RESULTS/instr-raw$isfx.tsv
   { machine_info; cat "$NOTES_FILE"; } >"$TMP/meta.tsv"
   : >"$RAW"
   total=$(( ${#INSTR_SUITE[@]} * ${#OK_ROWS[@]} ))
@@ -390,9 +404,9 @@ if [ $INSTR = 1 ]; then
       printf ' done (%.0f s so far)\n' "$(awk -v a="$(now)" -v b="$t_start" 'BEGIN{print a-b}')" >&2
     done
   done
-  $PY "$ROOT/bench/report.py" instr "$RAW" "$TMP/meta.tsv" "$RESULTS/instr.md" "$TMP/hot.txt" || exit 1
-  say "== wrote $RESULTS/instr.md (raw: $RAW)"
-  cat "$RESULTS/instr.md"
+  $PY "$ROOT/bench/report.py" instr "$RAW" "$TMP/meta.tsv" "$RESULTS/instr$isfx.md" "$TMP/hot.txt" || exit 1
+  say "== wrote $RESULTS/instr$isfx.md (raw: $RAW)"
+  cat "$RESULTS/instr$isfx.md"
   exit 0
 fi
 
@@ -415,6 +429,7 @@ if [ "${BENCH_WAIT_IDLE:-0}" -gt 0 ] 2>/dev/null; then
   done
 fi
 RAW=$RESULTS/raw-latest.tsv
+[ $SECURE_REPORT = 1 ] && RAW=$RESULTS/raw-secure.tsv
 : >"$RAW"
 { machine_info; cat "$NOTES_FILE"; } >"$TMP/meta.tsv"
 load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -472,6 +487,12 @@ times >"$TMP/times.txt" # not in $(...): a subshell does not see this shell's ch
 printf 'children_cpu\t%s\n' "$(tail -n1 "$TMP/times.txt")" >>"$TMP/meta.tsv"
 say "== $total runs in ${elapsed}s"
 
+if [ $SECURE_REPORT = 1 ]; then
+  $PY "$ROOT/bench/secure_report.py" "$RAW" "$TMP/meta.tsv" "$RESULTS/secure.md" || exit 1
+  say "== wrote $RESULTS/secure.md (raw: $RAW)"
+  cat "$RESULTS/secure.md"
+  exit 0
+fi
 OUT_MD=$RESULTS/latest.md
 README_ARG=""
 [ -z "$ONLY" ] && README_ARG="$ROOT/bench/README.md"

@@ -59,8 +59,11 @@ operator new/delete, when linked or preloaded (the hakmem launcher runs\n\
 a command with it). It returns idle memory to the system by time, keeps\n\
 statistics at no fast-path cost and has a sampled heap profiler.\n\
 .\n\
-This package holds the shared and static libraries, the hakmem launcher,\n\
-the header, the pkg-config file and CMake package, and the man pages.")
+Two libraries: libhakmem (the default, fast) and libhakmem_secure (every\n\
+bad free reported, guard pages, randomized carving; `hakmem --secure`).\n\
+.\n\
+This package holds both, shared and static, the hakmem launcher, the\n\
+header, the pkg-config files and CMake package, and the man pages.")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "hakmem developers")
 set(CPACK_DEBIAN_PACKAGE_SECTION "libs")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")

@@ -4,7 +4,9 @@
 # it with dpkg into a private root (its own dpkg database; the postinst's
 # ldconfig is a stub that records the call, so the machine is untouched),
 # then runs programs through the installed launcher, pkg-config file and
-# CMake package and checks their malloc is the installed libhakmem's.
+# CMake package and checks their malloc is the installed libhakmem's; the
+# same for the secure library (--secure, hakmem-secure.pc,
+# hakmem::hakmem_secure).
 # Skips (77) without dpkg, dpkg-deb, cpack or pkg-config.
 # Usage: test_deb.sh SOURCE_DIR BUILD_DIR C_COMPILER CXX_COMPILER WERROR
 set -euo pipefail
@@ -50,6 +52,8 @@ ver=$(dpkg-deb -f "$deb" Version)
 required="/usr/bin/hakmem /usr/include/hakmem.h
   /usr/$libdir/libhakmem.so /usr/$libdir/libhakmem.so.0 /usr/$libdir/libhakmem.so.$ver
   /usr/$libdir/libhakmem.a /usr/$libdir/libhakmem_api.a /usr/$libdir/pkgconfig/hakmem.pc
+  /usr/$libdir/libhakmem_secure.so /usr/$libdir/libhakmem_secure.so.0 /usr/$libdir/libhakmem_secure.so.$ver
+  /usr/$libdir/libhakmem_secure.a /usr/$libdir/libhakmem_api_secure.a /usr/$libdir/pkgconfig/hakmem-secure.pc
   /usr/$libdir/cmake/hakmem/hakmemConfig.cmake /usr/$libdir/cmake/hakmem/hakmemConfigVersion.cmake
   /usr/$libdir/cmake/hakmem/hakmemTargets.cmake
   /usr/share/man/man1/hakmem.1.gz /usr/share/man/man3/hakmem.3.gz"
@@ -81,6 +85,13 @@ stats=$("$root/usr/bin/hakmem" --stats -- sh -c 'echo b a | tr " " "\n" | sort >
 grep -q "^hakmem $ver .*statistics (pid" <<<"$stats" || { echo "$stats"; fail "--stats printed no report"; }
 grep -Eq '^small: [1-9][0-9]* KiB in use' <<<"$stats" || { echo "$stats"; fail "no small blocks in use: malloc did not come from hakmem"; }
 echo "launcher: preloads $lib; --stats: $(grep -m1 '^small:' <<<"$stats")"
+slib=$root/usr/$libdir/libhakmem_secure.so.$ver
+maps=$("$root/usr/bin/hakmem" --secure -- sh -c 'cat /proc/$$/maps')
+grep -qF "$slib" <<<"$maps" || fail "hakmem --secure: the launched command does not map $slib"
+grep -qF "$lib" <<<"$maps" && fail "hakmem --secure: the default library is mapped too"
+banner=$("$root/usr/bin/hakmem" --secure --verbose -- sh -c 'echo b a | tr " " "\n" | sort >/dev/null' 2>&1)
+grep -q '^hakmem: build: .*, secure' <<<"$banner" || { echo "$banner"; fail "hakmem --secure: the banner does not say secure"; }
+echo "launcher --secure: preloads $slib; $(grep -m1 '^hakmem: build:' <<<"$banner")"
 
 # 5. A program built with the installed pkg-config file, and one with the
 #    installed CMake package, both take malloc from the installed library.
@@ -94,6 +105,12 @@ grep -q 'owned=1' <<<"$out" || fail "pkg-config build: $out"
 grep -qF "$root/usr/$libdir/libhakmem.so.0" <<<"$(ldd "$tmp/ex_pc")" \
   || fail "pkg-config build does not load the installed library"
 echo "pkg-config build: $out"
+"$cc" -o "$tmp/ex_pcs" "$src/packaging/example/main.c" $(pkg-config --cflags --libs hakmem-secure) -Wl,-rpath,"$root/usr/$libdir"
+out=$("$tmp/ex_pcs")
+grep -q ' secure: owned=1' <<<"$out" || fail "hakmem-secure.pc build: $out"
+grep -qF "$root/usr/$libdir/libhakmem_secure.so.0" <<<"$(ldd "$tmp/ex_pcs")" \
+  || fail "hakmem-secure.pc build does not load the installed secure library"
+echo "pkg-config build (hakmem-secure): $out"
 cmake -S "$src/packaging/example" -B "$tmp/exb" -DCMAKE_PREFIX_PATH="$root/usr" \
   -DCMAKE_C_COMPILER="$cc" >"$tmp/excfg.log" 2>&1 || { cat "$tmp/excfg.log"; fail "find_package(hakmem)"; }
 grep -qF "hakmem_DIR:PATH=$root/usr/$libdir/cmake/hakmem" "$tmp/exb/CMakeCache.txt" || fail "found another hakmem package"
@@ -101,6 +118,10 @@ cmake --build "$tmp/exb" >/dev/null
 out=$("$tmp/exb/example")
 grep -q 'owned=1' <<<"$out" || fail "CMake build: $out"
 echo "CMake build: $out"
+[ -x "$tmp/exb/example_secure" ] || fail "the CMake package has no hakmem::hakmem_secure"
+out=$("$tmp/exb/example_secure")
+grep -q ' secure: owned=1' <<<"$out" || fail "CMake build (hakmem::hakmem_secure): $out"
+echo "CMake build (hakmem::hakmem_secure): $out"
 
 # 6. The installed man pages are found by name.
 grep -q -- '--stats' <<<"$(MANWIDTH=80 man -M "$root/usr/share/man" 1 hakmem 2>&1)" || fail "man 1 hakmem"

@@ -25,10 +25,10 @@ done
 # man(1) finds and renders the page by path (./ makes it a file name).
 text1=$(cd "$dir" && MANWIDTH=80 man ./hakmem.1 2>&1)
 text3=$(cd "$dir" && MANWIDTH=80 man ./hakmem.3 2>&1)
-for want in SYNOPSIS OPTIONS ENVIRONMENT "EXIT STATUS" EXAMPLES --prof-file --libc; do
+for want in SYNOPSIS OPTIONS ENVIRONMENT "EXIT STATUS" EXAMPLES --prof-file --libc --secure libhakmem_secure.so; do
   grep -q -- "$want" <<<"$text1" || { echo "FAIL: hakmem(1) lacks '$want'"; fail=1; }
 done
-for want in SYNOPSIS hak_stats_get ENVIRONMENT STATISTICS DIAGNOSTICS FILES; do
+for want in SYNOPSIS hak_stats_get ENVIRONMENT STATISTICS DIAGNOSTICS FILES libhakmem_secure.so.0 hakmem::hakmem_secure; do
   grep -q -- "$want" <<<"$text3" || { echo "FAIL: hakmem(3) lacks '$want'"; fail=1; }
 done
 

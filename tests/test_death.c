@@ -18,7 +18,8 @@
  *
  * Flavours (compile-time DEATH_FLAVOUR): 0 = libhakmem.so (standard names),
  * 1 = secure copy of the core (hak_ API), 2 = debug copy, 3 = the plain
- * (default) core through the hak_ API.
+ * (default) core through the hak_ API, 4 = libhakmem_secure.so (standard
+ * names and C++ operators, secure expectations).
  *
  * An EXPECT line may hold alternatives separated by '|' (either report is
  * accepted, e.g. "double free of" or "invalid pointer" for a freed large
@@ -53,9 +54,11 @@
 #define FL_SECURE 2
 #define FL_DEBUG 4
 #define FL_ALL (FL_DEFAULT | FL_SECURE | FL_DEBUG)
-#define FL_SELF (DEATH_FLAVOUR == 0 || DEATH_FLAVOUR == 3 ? FL_DEFAULT : DEATH_FLAVOUR == 1 ? FL_SECURE : FL_DEBUG)
+#define FL_SELF (DEATH_FLAVOUR == 0 || DEATH_FLAVOUR == 3 ? FL_DEFAULT : DEATH_FLAVOUR == 1 || DEATH_FLAVOUR == 4 ? FL_SECURE : FL_DEBUG)
+/* linked to a library that replaces malloc and the C++ operators */
+#define DEATH_OVERRIDE (DEATH_FLAVOUR == 0 || DEATH_FLAVOUR == 4)
 static const char *const flavour_name[] = {"default (libhakmem.so)", "secure (hak_ API)", "debug (hak_ API)",
-                                           "default core (hak_ API)"};
+                                           "default core (hak_ API)", "secure (libhakmem_secure.so)"};
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -362,7 +365,7 @@ static void case_libc_forward(void)
 
 /* ---- issue 10: every kind of bad free through every entry point ---------- */
 
-#if DEATH_FLAVOUR == 0
+#if DEATH_OVERRIDE
 /* tests/badfree_cxx.cpp: ::operator delete / delete[] of a pointer */
 void cxx_delete(void *p);
 void cxx_delete_sized(void *p, size_t n);
@@ -460,7 +463,7 @@ static void run_kind(const kind_t *k, int e)
   }
   case E_SIZED: free_sized(q, k->size); break;
   case E_THREAD: free_in_thread(q); break;
-#if DEATH_FLAVOUR == 0
+#if DEATH_OVERRIDE
   case E_CXX:
     if (k->freed) cxx_delete_sized(q, k->size);
     else cxx_delete(q);
@@ -708,7 +711,7 @@ static void build_cases(void)
   for (int k = 0; k < NKINDS; k++)
     for (int e = 0; e < E_N; e++) {
       if (!(kinds[k].entries & EN(e))) continue;
-      if (e == E_CXX && DEATH_FLAVOUR != 0) continue; /* operator delete is hakmem's only in libhakmem.so */
+      if (e == E_CXX && !DEATH_OVERRIDE) continue; /* operator delete is hakmem's only in libhakmem*.so */
       snprintf(all_names[g], sizeof all_names[g], "%s_%s", kinds[k].name, entry_name[e]);
       dcase_t c = {all_names[g++], NULL, FL_ALL, 0, 0, NULL, kinds[k].size > 4096 * 3 || kinds[k].align ? "large" : "small",
                    &kinds[k], e};
