@@ -48,12 +48,12 @@ static int ctl_in(const void *newp, size_t newlen, void *v, size_t len) {
 
 static const size_t ctl_stats_off[] = {
 #define CTL_OFF_(name, text) offsetof(struct hak_stats, name),
-    HAK_STATS_FIELDS_V1(CTL_OFF_) HAK_STATS_FIELDS_V2(CTL_OFF_)
+    HAK_STATS_FIELDS_V1(CTL_OFF_) HAK_STATS_FIELDS_V2(CTL_OFF_) HAK_STATS_FIELDS_V3(CTL_OFF_)
 #undef CTL_OFF_
 };
 static const char *const ctl_stats_name[] = {
 #define CTL_NAME_(name, text) #name,
-    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_)
+    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_)
 #undef CTL_NAME_
 };
 static const size_t ctl_class_off[] = {

@@ -176,6 +176,13 @@ bool os_is_mapped(const void *p) {
   return ok;
 }
 
+bool os_residency(const void *p, size_t len, unsigned char *vec) {
+  int saved = errno;
+  bool ok = mincore((void *)p, len, vec) == 0;
+  errno = saved;
+  return ok;
+}
+
 void os_write_err(const char *s) { os_write_fd(2, s); }
 
 void os_write_fd(int fd, const char *s) {

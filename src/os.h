@@ -48,6 +48,10 @@ uint64_t os_now_ms(void);
 /* True if the page holding p is mapped (mincore); for vetting pointers that
  * are not ours before reading around them. */
 bool os_is_mapped(const void *p);
+/* Which pages of [p, p + len) are resident (mincore): vec gets one byte
+ * per page, bit 0 set for a resident one. p page-aligned. False (vec
+ * untouched) if part of the range is not mapped. Statistics only (cold). */
+bool os_residency(const void *p, size_t len, unsigned char *vec);
 void os_write_err(const char *s);
 void os_write_fd(int fd, const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
