@@ -55,48 +55,50 @@ void stats_thread_merge(void) {
  * owner's free list (which only the owner may read): live blocks are
  * counted resident first, free blocks get the rest (a lower bound). */
 
-/* A window of at most 4 MiB and its residency vector. */
+/* A cursor over one mapped region: a window of up to RWIN_PAGES pages and
+ * their residency, loaded as the walk moves up through the region (small
+ * enough for the caller's stack: no lock, no static buffer, so a fork
+ * mid-walk leaves nothing locked behind). */
+#define RWIN_PAGES 256
 typedef struct rwin {
-  uintptr_t base; /* page-aligned */
-  size_t len;
+  uintptr_t base, len; /* the window: page-aligned */
+  uintptr_t limit;     /* end of the region: never asked beyond */
   bool ok;
-  unsigned char vec[HAK_SS_SIZE / 4096];
+  unsigned char vec[RWIN_PAGES];
 } rwin_t;
 
-static void rwin_load(rwin_t *w, uintptr_t base, size_t len) {
-  size_t pg = os_page_size;
-  w->base = base & ~(uintptr_t)(pg - 1);
-  len += base - w->base;
-  w->len = len > (size_t)HAK_SS_SIZE / 4096 * pg ? (size_t)HAK_SS_SIZE / 4096 * pg : len;
-  w->ok = os_residency((void *)w->base, w->len, w->vec);
+static void rwin_start(rwin_t *w, const void *region, size_t len) {
+  w->base = w->len = 0;
+  w->limit = (uintptr_t)region + len;
 }
 
-/* Resident bytes of [a, b) (inside the window): each resident page gives
- * its overlap with the range. */
-static size_t rwin_bytes(const rwin_t *w, uintptr_t a, uintptr_t b) {
-  if (!w->ok || b <= a) return 0;
+/* Resident bytes of [a, b), inside the region, visited upwards: each
+ * resident page gives its overlap with the range. */
+static size_t rwin_bytes(rwin_t *w, uintptr_t a, uintptr_t b) {
   size_t pg = os_page_size, n = 0;
-  for (uintptr_t p = a & ~(uintptr_t)(pg - 1); p < b; p += pg) {
-    if (!(w->vec[(p - w->base) / pg] & 1)) continue;
-    uintptr_t lo = p > a ? p : a, hi = p + pg < b ? p + pg : b;
-    n += hi - lo;
+  while (a < b) {
+    if (a < w->base || a >= w->base + w->len) {
+      w->base = a & ~(uintptr_t)(pg - 1);
+      uintptr_t end = align_up(w->limit, pg);
+      w->len = end - w->base < RWIN_PAGES * pg ? end - w->base : RWIN_PAGES * pg;
+      w->ok = os_residency((void *)w->base, w->len, w->vec);
+    }
+    uintptr_t e = b < w->base + w->len ? b : w->base + w->len;
+    for (uintptr_t p = a & ~(uintptr_t)(pg - 1); w->ok && p < e; p += pg) {
+      if (!(w->vec[(p - w->base) / pg] & 1)) continue;
+      uintptr_t lo = p > a ? p : a, hi = p + pg < e ? p + pg : e;
+      n += hi - lo;
+    }
+    a = e;
   }
   return n;
 }
 
-/* Resident bytes of any range, window by window. */
+/* Resident bytes of a whole mapped range. */
 static size_t res_range(const void *p, size_t len) {
-  static rwin_t w; /* under stats_acct_lock: off the stack of a small thread */
-  size_t n = 0;
-  uintptr_t a = (uintptr_t)p, end = a + len;
-  while (a < end) {
-    rwin_load(&w, a, end - a);
-    uintptr_t wend = w.base + w.len < end ? w.base + w.len : end;
-    n += rwin_bytes(&w, a, wend);
-    if (w.len == 0) break;
-    a = wend;
-  }
-  return n;
+  rwin_t w;
+  rwin_start(&w, p, len);
+  return rwin_bytes(&w, (uintptr_t)p, (uintptr_t)p + len);
 }
 
 static void stats_visit(const superslab_t *ss, void *arg);
@@ -121,7 +123,7 @@ static void acct_superslab(acct_t *ac, const superslab_t *ss) {
   rwin_t *w = &ac->w;
   uintptr_t b = (uintptr_t)ss;
   size_t slab = (size_t)1 << ss->slab_shift;
-  rwin_load(w, b, HAK_SS_SIZE);
+  rwin_start(w, ss, HAK_SS_SIZE);
   ac->mapped += ac->ss_map;
   st->rss_metadata_bytes += rwin_bytes(w, b, b + (ss->first_slab ? slab : HAK_BIG_AREA_OFFSET));
   uint64_t freem = __atomic_load_n(&ss->free_mask, __ATOMIC_RELAXED);
@@ -218,13 +220,8 @@ static size_t stats_process_rss(void) {
   return pages * os_page_size;
 }
 
-/* One walk at a time: its 3 KiB of windows are static, not on the stack
- * of a caller that may be a small thread (nor in every thread's TLS). */
-static pthread_mutex_t stats_acct_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
-  static acct_t ac;
-  pthread_mutex_lock(&stats_acct_lock);
+  acct_t ac; /* about 1 KiB of stack */
   memset(&ac, 0, sizeof ac);
   ac.st = st;
   ac.ss_map = ss_map_bytes();
@@ -272,7 +269,6 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
                        st->rss_cached_bytes + st->rss_thread_cache_bytes + st->rss_metadata_bytes;
   st->process_rss_bytes = stats_process_rss();
   st->rss_other_bytes = st->process_rss_bytes > st->resident_bytes ? st->process_rss_bytes - st->resident_bytes : 0;
-  pthread_mutex_unlock(&stats_acct_lock);
 }
 
 /* Called for each live superslab under the registry lock, while its owner
