@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -188,6 +189,8 @@ static void *owner(void *arg) {
   return NULL;
 }
 
+static void mt_churn(void);
+
 static void mt(void) {
   uint64_t d = 600000;
   CHECK(hak_ctl("opt.purge_delay_ms", NULL, NULL, &d, sizeof d) == 0, "set purge delay");
@@ -213,6 +216,52 @@ static void mt(void) {
   check_adds_up("mt: all freed");
   hak_collect(1);
   check_adds_up("mt: collected");
+  mt_churn();
+}
+
+/* ---- snapshots while threads allocate and free, across threads too: the
+ * walk reads slabs as they change. Only what holds at any moment is
+ * asserted: the items add up, and resident stays within mapped. */
+static _Atomic int churn_stop;
+static void *churn(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  enum { S = 4096 };
+  static void *slot[2][S];
+  void **mine = slot[seed & 1], **theirs = slot[(seed + 1) & 1];
+  while (!churn_stop) {
+    for (unsigned i = 0; i < S; i++) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned k = seed % S;
+      /* free a neighbour's block now and then (a remote free) */
+      void *old = __atomic_exchange_n((seed & 8) ? &theirs[k] : &mine[k], NULL, __ATOMIC_ACQ_REL);
+      free(old);
+      size_t n = mix_size(seed >> 8) * ((seed & 0x700) == 0 ? 40 : 1);
+      void *p = malloc(n);
+      CHECK(p != NULL, "malloc");
+      memset(p, 1, n < 64 ? n : 64);
+      old = __atomic_exchange_n(&mine[k], p, __ATOMIC_ACQ_REL);
+      free(old);
+    }
+  }
+  for (unsigned i = 0; i < S; i++) free(__atomic_exchange_n(&mine[i], NULL, __ATOMIC_ACQ_REL));
+  return NULL;
+}
+
+static void mt_churn(void) {
+  pthread_t th[2];
+  for (unsigned t = 0; t < 2; t++) CHECK(pthread_create(&th[t], NULL, churn, (void *)(uintptr_t)(t + 1)) == 0, "create");
+  for (int i = 0; i < 40; i++) {
+    snap();
+    CHECK(split_sum(&st) == st.resident_bytes, "churn %d: split %zu != resident %zu", i, split_sum(&st),
+          st.resident_bytes);
+    CHECK(st.resident_bytes <= st.mapped_walked_bytes + OWNMAP_MAX, "churn %d: resident %zu > walked %zu", i,
+          st.resident_bytes, st.mapped_walked_bytes);
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  churn_stop = 1;
+  for (unsigned t = 0; t < 2; t++) pthread_join(th[t], NULL);
+  check_adds_up("mt: after churn");
 }
 
 /* Every field of version 3 under its hak_ctl name. Each call is a fresh
