@@ -64,12 +64,14 @@ typedef struct rwin {
   uintptr_t base, len; /* the window: page-aligned */
   uintptr_t limit;     /* end of the region: never asked beyond */
   bool ok;
+  bool written;        /* count written pages only (os_residency_written) */
   unsigned char vec[RWIN_PAGES];
 } rwin_t;
 
 static void rwin_start(rwin_t *w, const void *region, size_t len) {
   w->base = w->len = 0;
   w->limit = (uintptr_t)region + len;
+  w->written = false;
 }
 
 /* Resident bytes of [a, b), inside the region, visited upwards: each
@@ -81,7 +83,8 @@ static size_t rwin_bytes(rwin_t *w, uintptr_t a, uintptr_t b) {
       w->base = a & ~(uintptr_t)(pg - 1);
       uintptr_t end = align_up(w->limit, pg);
       w->len = end - w->base < RWIN_PAGES * pg ? end - w->base : RWIN_PAGES * pg;
-      w->ok = os_residency((void *)w->base, w->len, w->vec);
+      w->ok = w->written ? os_residency_written((void *)w->base, w->len, w->vec)
+                         : os_residency((void *)w->base, w->len, w->vec);
     }
     uintptr_t e = b < w->base + w->len ? b : w->base + w->len;
     for (uintptr_t p = a & ~(uintptr_t)(pg - 1); w->ok && p < e; p += pg) {
@@ -94,12 +97,15 @@ static size_t rwin_bytes(rwin_t *w, uintptr_t a, uintptr_t b) {
   return n;
 }
 
-/* Resident bytes of a whole mapped range. */
-static size_t res_range(const void *p, size_t len) {
+/* Resident bytes of a whole mapped range (written: only pages this
+ * process wrote, for read-mostly tables). */
+static size_t res_range_as(const void *p, size_t len, bool written) {
   rwin_t w;
   rwin_start(&w, p, len);
+  w.written = written;
   return rwin_bytes(&w, (uintptr_t)p, (uintptr_t)p + len);
 }
+static size_t res_range(const void *p, size_t len) { return res_range_as(p, len, false); }
 
 static void stats_visit(const superslab_t *ss, void *arg);
 
@@ -187,6 +193,7 @@ static void acct_large(const void *p, size_t len, int kind, void *arg) {
 typedef struct acct_meta {
   acct_t *ac;
   uintptr_t last_lo, last_hi; /* pages of the previous range */
+  bool written;               /* read-mostly tables: written pages only */
 } acct_meta_t;
 
 static void acct_meta(const void *p, size_t len, void *arg) {
@@ -199,7 +206,7 @@ static void acct_meta(const void *p, size_t len, void *arg) {
     if (lo >= m->last_lo) lo = m->last_hi < hi ? m->last_hi : hi;
     else hi = m->last_lo;
   }
-  if (hi > lo) m->ac->st->rss_metadata_bytes += res_range((void *)lo, hi - lo);
+  if (hi > lo) m->ac->st->rss_metadata_bytes += res_range_as((void *)lo, hi - lo, m->written);
   m->last_lo = (uintptr_t)p & ~(uintptr_t)(pg - 1);
   m->last_hi = align_up((uintptr_t)p + len, pg);
 }
@@ -228,12 +235,17 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
   ss_for_each(stats_visit, &ac);
   ss_cache_for_each(acct_cached_ss, &ac);
   large_for_each_region(acct_large, &ac);
-  acct_meta_t m = {&ac, 0, 0};
+  acct_meta_t m = {&ac, 0, 0, false};
   ac.mapped += heap_for_each_meta(acct_meta, &m);
+  /* The profiler's tables and the ownership map are read far more than
+   * written: a page only read maps the kernel's shared zero page, which
+   * mincore calls resident and the process's RSS does not count (a dump
+   * reads the whole 14 MiB sample table). Written pages only. */
   m.last_lo = m.last_hi = 0;
+  m.written = true;
   prof_for_each_meta(acct_meta, &m);
   /* The ownership map is BSS, not a mapping of hakmem's: resident only. */
-  st->rss_metadata_bytes += res_range(ownmap_table, sizeof ownmap_table);
+  st->rss_metadata_bytes += res_range_as(ownmap_table, sizeof ownmap_table, true);
   /* Dedicated large mappings in use are listed nowhere (only counted), and
    * reading their headers would race with their munmap: counted whole, as
    * if resident. */
