@@ -15,7 +15,7 @@
  * thread caches. Single- and multi-threaded; every name through hak_ctl
  * too. No timing.
  *
- *   test_rss_split [single|mt|ctl|all]
+ *   test_rss_split [single|mt|ctl|prof|all]   (prof: run with HAKMEM_PROF=1)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -285,12 +285,34 @@ static void ctl(void) {
   free(keep);
 }
 
+/* With HAKMEM_PROF=1: a dump reads the whole sample table, whose pages
+ * then map the shared zero page; they must not count as resident. */
+static void prof(void) {
+  bool on = false;
+  size_t l = sizeof on;
+  CHECK(hak_ctl("opt.prof", &on, &l, NULL, 0) == 0, "opt.prof");
+  if (!on) {
+    printf("prof: HAKMEM_PROF is not set, nothing to check\n");
+    return;
+  }
+  enum { N = 20000 };
+  static void *p[N];
+  for (unsigned i = 0; i < N; i++) {
+    p[i] = malloc(mix_size(i));
+    memset(p[i], 1, mix_size(i));
+  }
+  CHECK(hak_prof_dump("test_rss_split_prof") == 0, "hak_prof_dump");
+  check_adds_up("prof: after a dump");
+  for (unsigned i = 0; i < N; i++) free(p[i]);
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "all";
   bool all = strcmp(what, "all") == 0;
   if (all || strcmp(what, "single") == 0) single();
   if (all || strcmp(what, "ctl") == 0) ctl();
   if (all || strcmp(what, "mt") == 0) mt();
+  if (all || strcmp(what, "prof") == 0) prof();
   printf("test_rss_split %s: ok\n", what);
   return 0;
 }
