@@ -5,8 +5,9 @@ Standard library only. Called by run.sh:
   report.py suite RAW.tsv META.tsv OUT.md CHART_BASENAME [README.md]
   report.py instr RAW.tsv META.tsv OUT.md
   report.py callgrind CALLGRIND.OUT FUNCTION     (prints ir= bc= bi= of FUNCTION's callees)
-  report.py acct REPORT_FILE...                  (prints key=value of the statistics report with the
-                                                  largest resident total: hakmem's split at peak)
+  report.py acct PERIODIC_FILE [EXIT_FILE...]    (prints key=value of the statistics report with the
+                                                  largest resident total: hakmem's split at peak;
+                                                  the exit report only if no periodic one exists)
 """
 import math
 import os
@@ -371,7 +372,10 @@ def acct_reports(paths):
 
 
 def acct_pick(paths):
-    reps = acct_reports(paths)
+    # The first file holds the periodic reports, taken while the program runs; the exit
+    # report (the others) comes after its last frees, which leave resident what the
+    # program freed but not what it held live at its peak: only the fallback.
+    reps = acct_reports(paths[:1]) or acct_reports(paths[1:])
     if not reps:
         return ""
     # Memory a program frees is often kept (free blocks, slabs in the decay window), so
@@ -400,8 +404,8 @@ def acct_section(raw):
     mib = lambda kib: "%.1f" % (kib / 1024.0)
     out = ["## Where hakmem's resident bytes go (at peak)\n",
            "One more run of hakmem per benchmark, not timed, with `HAKMEM_STATS=1 "
-           "HAKMEM_STATS_INTERVAL_MS=10`: of its statistics reports (every 10 ms and at exit), the one "
-           "with the largest resident total (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
+           "HAKMEM_STATS_INTERVAL_MS=10`: of its statistics reports (every 10 ms; the exit report only "
+           "when the run was too short for any), the one with the largest resident total (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
            "explains, in MiB. *hakmem* is the sum of the items; *other* is the rest of the process "
            "at that moment (program, libraries, stacks); *peak RSS* is that run's VmHWM. *rounding* "
            "is a model (half the size-class gap per live block), and *requested* is live blocks less it. "
