@@ -5,6 +5,9 @@ Standard library only. Called by run.sh:
   report.py suite RAW.tsv META.tsv OUT.md CHART_BASENAME [README.md]
   report.py instr RAW.tsv META.tsv OUT.md
   report.py callgrind CALLGRIND.OUT FUNCTION     (prints ir= bc= bi= of FUNCTION's callees)
+  report.py acct PERIODIC_FILE [EXIT_FILE...]    (prints key=value of the statistics report with the
+                                                  largest resident total: hakmem's split at peak;
+                                                  the exit report only if no periodic one exists)
 """
 import math
 import os
@@ -273,6 +276,8 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
     if "hakmem" in allocs and BASE in allocs:
         out.extend(vs_base(S, benches, meta))
 
+    out.extend(acct_section(raw))
+
     # per benchmark
     out.append("## Per benchmark\n")
     for b in benches:
@@ -325,6 +330,104 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
     chart(S, benches, allocs, ratio, chart_base)
     if readme:
         update_readme(readme, meta, pkgs, S, benches, allocs, ratio, svg, best_peer_name, min_peer_rss)
+
+
+# ---- where hakmem's resident bytes go (the accounting run of run.sh) ------------------
+# The items of the report's "resident split" line (docs/stats.md), in its order, with the
+# table's column titles.
+ACCT_ITEMS = [("requested", "requested"), ("rounding", "rounding (est.)"),
+              ("free blocks", "free blocks"), ("uncarved", "uncarved"), ("free slabs", "free slabs"),
+              ("large free", "large free"), ("cached", "cached"), ("thread caches", "thread caches"),
+              ("metadata", "metadata")]
+
+
+def acct_key(name):
+    return name.replace(" ", "_")
+
+
+def acct_reports(paths):
+    """Every (resident line, split line) pair of hakmem statistics reports in these files
+    (periodic reports and the exit report alike), as dicts of KiB."""
+    reps = []
+    for path in paths:
+        try:
+            lines = open(path, errors="replace").read().splitlines()
+        except OSError:
+            continue
+        cur = None
+        for line in lines:
+            m = re.match(r"resident: (\d+) KiB of (\d+) KiB mapped \(walked (\d+) KiB\); "
+                         r"process (\d+) KiB, other (\d+) KiB", line)
+            if m:
+                cur = {"resident": int(m.group(1)), "mapped": int(m.group(2)),
+                       "process": int(m.group(4)), "other": int(m.group(5))}
+                continue
+            if cur is not None and line.startswith("resident split:"):
+                for name, _ in ACCT_ITEMS:
+                    v = re.search(re.escape(name) + r" (\d+)", line)
+                    cur[acct_key(name)] = int(v.group(1)) if v else 0
+                reps.append(cur)
+                cur = None
+    return reps
+
+
+def acct_pick(paths):
+    # The first file holds the periodic reports, taken while the program runs; the exit
+    # report (the others) comes after its last frees, which leave resident what the
+    # program freed but not what it held live at its peak: only the fallback.
+    reps = acct_reports(paths[:1]) or acct_reports(paths[1:])
+    if not reps:
+        return ""
+    # Memory a program frees is often kept (free blocks, slabs in the decay window), so
+    # reports after its last frees can be as big as the peak: among the reports within 3 %
+    # of the largest, the one with the most live bytes is the peak's split.
+    top = max(r["resident"] for r in reps)
+    peak = max((r for r in reps if r["resident"] >= 0.97 * top),
+               key=lambda r: (r["requested"] + r["rounding"], r["resident"]))
+    peak["reports"] = len(reps)
+    return " ".join(f"{k}={v}" for k, v in peak.items())
+
+
+def acct_section(raw):
+    """The table of acct-latest.tsv (written by run.sh beside RAW): one row per benchmark."""
+    path = os.path.join(os.path.dirname(os.path.abspath(raw)), "acct-latest.tsv")
+    rows = []
+    try:
+        for line in open(path):
+            f = line.rstrip("\n").split("\t")
+            if len(f) >= 3:
+                rows.append((f[0], f[1], parse_kv(f[2])))
+    except OSError:
+        return []
+    if not rows:
+        return []
+    mib = lambda kib: "%.1f" % (kib / 1024.0)
+    out = ["## Where hakmem's resident bytes go (at peak)\n",
+           "One more run of hakmem per benchmark, not timed, with `HAKMEM_STATS=1 "
+           "HAKMEM_STATS_INTERVAL_MS=10`: of its statistics reports (every 10 ms; the exit report only "
+           "when the run was too short for any), the one with the largest resident total (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
+           "explains, in MiB. *hakmem* is the sum of the items; *other* is the rest of the process "
+           "at that moment (program, libraries, stacks); *peak RSS* is that run's VmHWM. *rounding* "
+           "is a model (half the size-class gap per live block), and *requested* is live blocks less it. "
+           "*Largest besides requested* names the biggest overhead item and its share of hakmem's "
+           "bytes: the first thing to cut on that row. A short run may have had no report before "
+           "its exit.\n",
+           "| benchmark | peak RSS | hakmem | " + " | ".join(t for _, t in ACCT_ITEMS) +
+           " | other | largest besides requested |",
+           "|---|---:|---:|" + "---:|" * len(ACCT_ITEMS) + "---:|---|"]
+    for b, rss, kv in rows:
+        r = num({"r": rss}, "r")
+        rss_mib = "–" if r is None else mib(r)
+        if "resident" not in kv:
+            out.append(f"| {b} | {rss_mib} | no report |" + " |" * (len(ACCT_ITEMS) + 2))
+            continue
+        items = [(t, num(kv, acct_key(n)) or 0) for n, t in ACCT_ITEMS]
+        big = max(items[1:], key=lambda x: x[1])  # what the program did not ask for
+        out.append(f"| {b} | {rss_mib} | {mib(num(kv, 'resident') or 0)} | " +
+                   " | ".join(mib(v) for _, v in items) +
+                   f" | {mib(num(kv, 'other') or 0)} | {big[0]} ({100.0 * big[1] / max(1, num(kv, 'resident') or 1):.0f} %) |")
+    out.append("")
+    return out
 
 
 # The goals of the allocator's current work item: (benchmark, wanted ratio to the best peer).
@@ -729,6 +832,8 @@ def main(argv):
         suite(argv[2], argv[3], argv[4], argv[5], argv[6] if len(argv) > 6 else None)
     elif len(argv) in (5, 6) and argv[1] == "instr":
         instr(argv[2], argv[3], argv[4], argv[5] if len(argv) > 5 else None)
+    elif len(argv) >= 3 and argv[1] == "acct":
+        print(acct_pick(argv[2:]))
     elif len(argv) == 4 and argv[1] == "callgrind":
         c = callgrind_cost(argv[2], argv[3])
         if c:

@@ -431,6 +431,23 @@ fi
 RAW=$RESULTS/raw-latest.tsv
 [ $SECURE_REPORT = 1 ] && RAW=$RESULTS/raw-secure.tsv
 : >"$RAW"
+ACCT=$RESULTS/acct-latest.tsv # hakmem's resident split at peak, one line per benchmark (report.py)
+: >"$ACCT"
+# One more hakmem run per benchmark, untimed, with periodic statistics reports: the one
+# with the largest resident total is where hakmem's memory goes at peak.
+acct_run() { # bname benv prog args
+  local row name pre envs expect m=""
+  for row in "${OK_ROWS[@]}"; do [ "${row%%|*}" = hakmem ] && IFS='|' read -r name pre envs expect <<<"$row"; done
+  [ -n "${pre:-}" ] || return 0
+  rm -f "$TMP/acct.txt"; : >"$TMP/time.txt"
+  [ -x /usr/bin/time ] && m="/usr/bin/time -f MAXRSS_KB=%M -o $TMP/time.txt"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$TIMEOUT" $m env -u LD_PRELOAD $2 $envs HAKMEM_STATS=1 HAKMEM_STATS_INTERVAL_MS=10 \
+    HAKMEM_STATS_FILE="$TMP/acct.txt" LD_PRELOAD="$pre" "$BENCH_BIN/$3" $4 >"$TMP/acct.out" 2>"$TMP/acct.err"
+  local rss; rss=$(sed -n 's/.*MAXRSS_KB=\([0-9]*\).*/\1/p' "$TMP/time.txt" | head -n1)
+  [ -n "$rss" ] || rss=$(sed -n 's/.*peak_rss_kb=\([0-9]*\).*/\1/p' "$TMP/acct.out" | head -n1)
+  printf '%s\t%s\t%s\n' "$1" "${rss:-}" "$($PY "$ROOT/bench/report.py" acct "$TMP/acct.txt" "$TMP/acct.err")" >>"$ACCT"
+}
 { machine_info; cat "$NOTES_FILE"; } >"$TMP/meta.tsv"
 load1=$(cut -d' ' -f1 /proc/loadavg)
 awk -v l="$load1" 'BEGIN{exit !(l > 0.5)}' &&
@@ -478,6 +495,7 @@ for e in "${SUITE[@]}"; do
       fi
     done
   done
+  acct_run "$bname" "$benv" "$prog" "$args"
 done
 elapsed=$(awk -v a="$(now)" -v b="$t_start" 'BEGIN{printf "%.0f", a-b}')
 printf 'elapsed\t%s s\n' "$elapsed" >>"$TMP/meta.tsv"

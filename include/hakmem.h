@@ -66,7 +66,7 @@ HAK_API void hak_collect(int force);
  * counters (allocs .. slow_allocs) are nonzero only in a statistics build
  * (-DHAKMEM_STATS=ON). Versioned: set size = sizeof(struct hak_stats)
  * before calling; fields beyond the caller's size are not written. */
-#define HAK_STATS_VERSION 2
+#define HAK_STATS_VERSION 3
 #define HAK_STATS_CLASSES 64
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -120,6 +120,25 @@ HAK_API void hak_collect(int force);
   X(heap_idle_max_bytes, "the most idle resident bytes one thread heap holds")                             \
   X(heap_idle_heaps, "thread heaps holding any")
 
+/* Version 3: where the resident bytes go (docs/stats.md, "Where the
+ * resident bytes go"). The rss_ fields split resident_bytes: they add up
+ * to it exactly. Computed with mincore over hakmem's own regions, so a
+ * snapshot costs a system call per 4 MiB (never on a hot path). */
+#define HAK_STATS_FIELDS_V3(X)                                                                                  \
+  X(resident_bytes, "hakmem's resident bytes: its mappings' resident pages (mincore) and the ownership map's") \
+  X(mapped_walked_bytes, "mapped bytes the walk found region by region (equals mapped_bytes when quiet)")      \
+  X(rss_requested_bytes, "resident bytes of live blocks less rss_rounding_bytes: what the program asked for")  \
+  X(rss_rounding_bytes, "estimated rounding of live blocks to their size class (model: half the class gap)")   \
+  X(rss_free_block_bytes, "free blocks carved in slabs in use (at least: live blocks count first)")             \
+  X(rss_uncarved_bytes, "pages of slabs in use not yet carved into blocks, and slab tails no block fits")      \
+  X(rss_free_slab_bytes, "free slabs of live superslabs (thread heaps' and abandoned) awaiting the decay")      \
+  X(rss_large_free_bytes, "free spans of the large arenas awaiting the decay")                                 \
+  X(rss_cached_bytes, "cached empty superslabs and cached large mappings")                                     \
+  X(rss_thread_cache_bytes, "blocks freed by other threads not yet collected: pending batches, thread_free")    \
+  X(rss_metadata_bytes, "superslab headers, arena descriptors, heap structs, profiler tables, ownership map")   \
+  X(process_rss_bytes, "the whole process's resident bytes (/proc/self/statm)")                                \
+  X(rss_other_bytes, "process_rss_bytes - resident_bytes: program, libraries, stacks, TLS (0 if below)")
+
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
   HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
@@ -132,6 +151,7 @@ struct hak_stats {
   HAK_STATS_FIELDS_V1(HAK_STATS_FIELD_)
   struct hak_class_stats classes[HAK_STATS_CLASSES];
   HAK_STATS_FIELDS_V2(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V3(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

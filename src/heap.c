@@ -862,3 +862,40 @@ void heap_check(heap_t *h) {
   }
   pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
 }
+
+/* ---- read-only accessors for the statistics' residency walk (stats.c) ----
+ * Kept at the end of the file: they read, never change, what is above.
+ * Racy reads of other threads' heaps, as heap_idle_bytes makes: heap
+ * structs are pooled, never unmapped, so the memory stays valid. */
+
+/* Visit the memory of every heap struct (carved from 64 KiB chunks) and of
+ * every profiling batch table; returns the bytes those chunks and tables
+ * map. Chunks are not listed: they are counted from the heaps carved out
+ * of them (each chunk holds the same number; only the newest is partly
+ * used). */
+size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg) {
+  size_t sz = align_up(sizeof(heap_t), 64), per = (64 * 1024) / sz, n = 0, mapped = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    n++;
+    fn(h, sizeof *h, arg);
+    slab_t *sh = __atomic_load_n(&h->shadow_mem, __ATOMIC_RELAXED);
+    if (sh != NULL) {
+      size_t len = align_up(HAK_NCLASS * sizeof(slab_t), os_page_size);
+      fn(sh, len, arg);
+      mapped += len;
+    }
+  }
+  return mapped + (per ? (n + per - 1) / per : 0) * (64 * 1024);
+}
+
+/* Bytes of blocks waiting in the threads' caches of pending remote frees
+ * (remote.h): freed by the program, still counted in their slabs' used. */
+size_t heap_remote_pending_bytes(void) {
+  size_t total = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    uint32_t busy = __atomic_load_n(&h->rcache.busy, __ATOMIC_RELAXED);
+    for (; busy != 0; busy &= busy - 1)
+      total += __atomic_load_n(&h->rcache.way[__builtin_ctz(busy)].bytes, __ATOMIC_RELAXED);
+  }
+  return total;
+}

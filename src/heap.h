@@ -121,6 +121,11 @@ void heap_drain_self(void);
 /* Resident bytes of free slabs over every heap (a racy sum, statistics);
  * *max_one: the most one heap holds, *heaps: how many hold any. */
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
+/* Statistics' residency walk (stats.c): visit each heap struct and
+ * profiling batch table, returning the bytes their chunks map; and the
+ * bytes of blocks pending in the threads' remote-free caches. Racy reads. */
+size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg);
+size_t heap_remote_pending_bytes(void);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
 void heap_fork_child(heap_t *keep, const heap_t *keep2);

@@ -548,3 +548,35 @@ void large_stats(large_stats_t *out) {
 
 void large_lock_all(void) { pthread_mutex_lock(&large_lock); }
 void large_unlock_all(void) { pthread_mutex_unlock(&large_lock); }
+
+/* ---- read-only accessor for the statistics' residency walk (stats.c) ----
+ * Kept at the end of the file: it reads, never changes, what is above.
+ * Under large_lock, so no arena or cached mapping goes away meanwhile.
+ * An arena is told as its descriptor granule (META), the spans between
+ * its free spans (LIVE: blocks with their headers) and its free spans
+ * (FREE); the mapping cache as CACHED. Dedicated mappings in use are not
+ * listed anywhere (only counted): the caller takes large_stats' figure. */
+void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
+  pthread_mutex_lock(&large_lock);
+  for (large_arena_t *a = large_arenas; a != NULL; a = a->next) {
+    fn(a->base, ARENA_GRAN, LARGE_REGION_META, arg);
+    uint32_t at = 1;
+    for (unsigned i = 0; i < a->nfree; i++) {
+      const arena_span_t *s = &a->free[i];
+      if (s->start > at)
+        fn(a->base + ((size_t)at << ARENA_GRAN_SHIFT), (size_t)(s->start - at) << ARENA_GRAN_SHIFT,
+           LARGE_REGION_LIVE, arg);
+      fn(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), (size_t)s->count << ARENA_GRAN_SHIFT,
+         LARGE_REGION_FREE, arg);
+      at = s->start + s->count;
+    }
+    if (at < ARENA_GRANS)
+      fn(a->base + ((size_t)at << ARENA_GRAN_SHIFT), (size_t)(ARENA_GRANS - at) << ARENA_GRAN_SHIFT,
+         LARGE_REGION_LIVE, arg);
+  }
+  for (unsigned i = 0; i < large_cache_n; i++)
+    fn(large_cache[i].base, large_cache[i].size, LARGE_REGION_CACHED, arg);
+  pthread_mutex_unlock(&large_lock);
+}
+
+size_t large_arena_bytes(void) { return ARENA_SIZE; }

@@ -38,6 +38,11 @@ typedef struct large_stats {
   size_t cached, cached_bytes;         /* freed mappings kept for reuse */
 } large_stats_t;
 void large_stats(large_stats_t *out);
+/* Statistics' residency walk (stats.c): every region the arenas and the
+ * mapping cache hold, by kind, under the large lock (see large.c). */
+enum { LARGE_REGION_META, LARGE_REGION_LIVE, LARGE_REGION_FREE, LARGE_REGION_CACHED };
+void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg);
+size_t large_arena_bytes(void); /* bytes one arena maps */
 
 void large_lock_all(void);
 void large_unlock_all(void);

@@ -10,6 +10,7 @@
 #include "annotate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -172,6 +173,39 @@ bool os_is_mapped(const void *p) {
   int saved = errno;
   uintptr_t page = (uintptr_t)p & ~(uintptr_t)(os_page_size - 1);
   bool ok = mincore((void *)page, os_page_size, &vec) == 0;
+  errno = saved;
+  return ok;
+}
+
+bool os_residency(const void *p, size_t len, unsigned char *vec) {
+  int saved = errno;
+  bool ok = mincore((void *)p, len, vec) == 0;
+  errno = saved;
+  return ok;
+}
+
+bool os_residency_written(const void *p, size_t len, unsigned char *vec) {
+  int saved = errno;
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    errno = saved;
+    return os_residency(p, len, vec);
+  }
+  size_t pages = (len + os_page_size - 1) / os_page_size, first = (uintptr_t)p / os_page_size;
+  bool ok = true;
+  for (size_t i = 0; i < pages && ok;) {
+    uint64_t e[256]; /* the statistics ask 256 pages at a time: one read */
+    size_t n = pages - i < 256 ? pages - i : 256;
+    ssize_t r = pread(fd, e, n * sizeof e[0], (off_t)((first + i) * sizeof e[0]));
+    if (r != (ssize_t)(n * sizeof e[0])) {
+      ok = false;
+      break;
+    }
+    /* bit 63: present; bit 56: mapped exclusively (the zero page never is) */
+    for (size_t k = 0; k < n; k++) vec[i + k] = (unsigned char)((e[k] >> 63) & (e[k] >> 56) & 1);
+    i += n;
+  }
+  close(fd);
   errno = saved;
   return ok;
 }

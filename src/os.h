@@ -48,6 +48,16 @@ uint64_t os_now_ms(void);
 /* True if the page holding p is mapped (mincore); for vetting pointers that
  * are not ours before reading around them. */
 bool os_is_mapped(const void *p);
+/* Which pages of [p, p + len) are resident (mincore): vec gets one byte
+ * per page, bit 0 set for a resident one. p page-aligned. False (vec
+ * untouched) if part of the range is not mapped. Statistics only (cold). */
+bool os_residency(const void *p, size_t len, unsigned char *vec);
+/* The same, counting only pages written by this process: present and
+ * mapped by it alone (/proc/self/pagemap), so a page that was only read,
+ * mapped to the kernel's shared zero page, which mincore calls resident,
+ * is not. For tables that are read far more than written (the ownership
+ * map, the profiler's). Falls back to mincore without /proc. */
+bool os_residency_written(const void *p, size_t len, unsigned char *vec);
 void os_write_err(const char *s);
 void os_write_fd(int fd, const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */

@@ -682,3 +682,11 @@ __attribute__((destructor)) static void prof_exit_dump(void) {
   pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
 }
+
+/* ---- read-only accessor for the statistics' residency walk (stats.c) ----
+ * Kept at the end of the file. The sample table and the filter, mapped at
+ * start-up when HAKMEM_PROF=1 (a dump's temporary aggregation is not). */
+void prof_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg) {
+  if (prof_tab != NULL) fn(prof_tab, PROF_CAP * sizeof(prof_rec_t), arg);
+  if (prof_filter != NULL) fn((const void *)prof_filter, PROF_FILTER_BITS / 8, arg);
+}

@@ -42,5 +42,7 @@ int prof_set_sample(size_t mean);
 void prof_tick(uint64_t now_ms);
 /* Dumps written to PATH.NNNN.heap so far (the next NNNN). */
 uint64_t prof_dumps_numbered(void);
+/* Statistics' residency walk (stats.c): the profiler's own mappings. */
+void prof_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg);
 
 #endif

@@ -9,10 +9,13 @@
 
 #include "hakmem.h"
 #include "decay.h"
+#include "heap.h"
 #include "init.h"
 #include "large.h"
 #include "options.h"
 #include "os.h"
+#include "ownmap.h"
+#include "prof.h"
 #include "sizeclass.h"
 #include "superslab.h"
 
@@ -42,11 +45,250 @@ void stats_thread_merge(void) {
 }
 #endif
 
+/* ---- where the resident bytes go ------------------------------------------
+ * A cold walk over every region hakmem maps, asking the kernel which pages
+ * are resident (mincore, one call per 4 MiB window) and giving each byte
+ * of a resident page to the item its range belongs to, so the items add
+ * up to resident_bytes exactly, and the regions' sizes to
+ * mapped_walked_bytes. Inside the carved part of a slab in use the walk
+ * cannot tell free blocks from live ones page by page without walking the
+ * owner's free list (which only the owner may read): live blocks are
+ * counted resident first, free blocks get the rest (a lower bound). */
+
+/* A cursor over one mapped region: a window of up to RWIN_PAGES pages and
+ * their residency, loaded as the walk moves up through the region (small
+ * enough for the caller's stack: no lock, no static buffer, so a fork
+ * mid-walk leaves nothing locked behind). */
+#define RWIN_PAGES 256
+typedef struct rwin {
+  uintptr_t base, len; /* the window: page-aligned */
+  uintptr_t limit;     /* end of the region: never asked beyond */
+  bool ok;
+  bool written;        /* count written pages only (os_residency_written) */
+  unsigned char vec[RWIN_PAGES];
+} rwin_t;
+
+static void rwin_start(rwin_t *w, const void *region, size_t len) {
+  w->base = w->len = 0;
+  w->limit = (uintptr_t)region + len;
+  w->written = false;
+}
+
+/* Resident bytes of [a, b), inside the region, visited upwards: each
+ * resident page gives its overlap with the range. */
+static size_t rwin_bytes(rwin_t *w, uintptr_t a, uintptr_t b) {
+  size_t pg = os_page_size, n = 0;
+  while (a < b) {
+    if (a < w->base || a >= w->base + w->len) {
+      w->base = a & ~(uintptr_t)(pg - 1);
+      uintptr_t end = align_up(w->limit, pg);
+      w->len = end - w->base < RWIN_PAGES * pg ? end - w->base : RWIN_PAGES * pg;
+      w->ok = w->written ? os_residency_written((void *)w->base, w->len, w->vec)
+                         : os_residency((void *)w->base, w->len, w->vec);
+    }
+    uintptr_t e = b < w->base + w->len ? b : w->base + w->len;
+    for (uintptr_t p = a & ~(uintptr_t)(pg - 1); w->ok && p < e; p += pg) {
+      if (!(w->vec[(p - w->base) / pg] & 1)) continue;
+      uintptr_t lo = p > a ? p : a, hi = p + pg < e ? p + pg : e;
+      n += hi - lo;
+    }
+    a = e;
+  }
+  return n;
+}
+
+/* Resident bytes of a whole mapped range (written: only pages this
+ * process wrote, for read-mostly tables). */
+static size_t res_range_as(const void *p, size_t len, bool written) {
+  rwin_t w;
+  rwin_start(&w, p, len);
+  w.written = written;
+  return rwin_bytes(&w, (uintptr_t)p, (uintptr_t)p + len);
+}
+static size_t res_range(const void *p, size_t len) { return res_range_as(p, len, false); }
+
+static void stats_visit(const superslab_t *ss, void *arg);
+
+static void acct_sum_len(const void *p, size_t len, void *arg) {
+  (void)p;
+  *(size_t *)arg += len;
+}
+
+typedef struct acct {
+  struct hak_stats *st;
+  size_t live_res[HAK_NCLASS]; /* resident bytes of live blocks, by class */
+  size_t live_large;           /* of live arena blocks */
+  size_t mapped;               /* regions walked */
+  size_t ss_map;
+  rwin_t w;
+} acct_t;
+
+/* One live superslab (registry lock held): the header, then each slab. */
+static void acct_superslab(acct_t *ac, const superslab_t *ss) {
+  struct hak_stats *st = ac->st;
+  rwin_t *w = &ac->w;
+  uintptr_t b = (uintptr_t)ss;
+  size_t slab = (size_t)1 << ss->slab_shift;
+  rwin_start(w, ss, HAK_SS_SIZE);
+  ac->mapped += ac->ss_map;
+  st->rss_metadata_bytes += rwin_bytes(w, b, b + (ss->first_slab ? slab : HAK_BIG_AREA_OFFSET));
+  uint64_t freem = __atomic_load_n(&ss->free_mask, __ATOMIC_RELAXED);
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+    uintptr_t start = b + (size_t)i * slab + ss_area_offset(i), end = b + (size_t)(i + 1) * slab;
+    if (freem & ((uint64_t)1 << i)) {
+      st->rss_free_slab_bytes += rwin_bytes(w, start, end);
+      continue;
+    }
+    const slab_t *s = &ss->slabs[i];
+    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_RELAXED);
+    if (c >= HAK_NCLASS) { /* being (re)assigned: count its pages as not yet carved */
+      st->rss_uncarved_bytes += rwin_bytes(w, start, end);
+      continue;
+    }
+    /* Racy fields of a slab its owner is using: clamped into order. */
+    size_t bs = sc_size[c], room = end - start;
+    size_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
+    size_t carved = __atomic_load_n(&s->carved, __ATOMIC_RELAXED);
+    size_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+    if (cap * bs > room) cap = room / bs;
+    if (carved > cap) carved = cap;
+    if (used > carved) used = carved;
+    uintptr_t cend = start + carved * bs;
+    size_t rc = rwin_bytes(w, start, cend);
+    size_t live = used * bs;
+    size_t tf = (size_t)(atomic_load_explicit(&s->thread_free, memory_order_relaxed) >> TF_COUNT_SHIFT) * bs;
+    size_t live_res = live < rc ? live : rc;
+    st->rss_free_block_bytes += rc - live_res;
+    if (tf > live_res) tf = live_res;
+    st->rss_thread_cache_bytes += tf;
+    ac->live_res[c] += live_res - tf;
+    st->rss_uncarved_bytes += rwin_bytes(w, cend, end);
+  }
+#if HAK_SECURE
+  st->rss_metadata_bytes += res_range((const uint8_t *)ss + HAK_SS_SIZE, ac->ss_map - HAK_SS_SIZE);
+#endif
+}
+
+static void acct_cached_ss(const superslab_t *ss, void *arg) {
+  acct_t *ac = arg;
+  ac->mapped += ac->ss_map;
+  ac->st->rss_cached_bytes += res_range(ss, ac->ss_map);
+}
+
+static void acct_large(const void *p, size_t len, int kind, void *arg) {
+  acct_t *ac = arg;
+  size_t r = res_range(p, len);
+  ac->mapped += len;
+  switch (kind) {
+  case LARGE_REGION_META: ac->st->rss_metadata_bytes += r; break;
+  case LARGE_REGION_LIVE: ac->live_large += r; break;
+  case LARGE_REGION_FREE: ac->st->rss_large_free_bytes += r; break;
+  default: ac->st->rss_cached_bytes += r; break;
+  }
+}
+
+/* Heap structs lie side by side in their chunks: a page two of them share
+ * is counted once (heap_all runs newest first, so a neighbour in the list
+ * is the neighbour in memory). */
+typedef struct acct_meta {
+  acct_t *ac;
+  uintptr_t last_lo, last_hi; /* pages of the previous range */
+  bool written;               /* read-mostly tables: written pages only */
+} acct_meta_t;
+
+static void acct_meta(const void *p, size_t len, void *arg) {
+  acct_meta_t *m = arg;
+  size_t pg = os_page_size;
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = align_up((uintptr_t)p + len, pg);
+  /* Count whole pages (their other bytes are heap-chunk slack or another
+   * heap's), skipping those already counted. */
+  if (lo < m->last_hi && hi > m->last_lo) {
+    if (lo >= m->last_lo) lo = m->last_hi < hi ? m->last_hi : hi;
+    else hi = m->last_lo;
+  }
+  if (hi > lo) m->ac->st->rss_metadata_bytes += res_range_as((void *)lo, hi - lo, m->written);
+  m->last_lo = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+  m->last_hi = align_up((uintptr_t)p + len, pg);
+}
+
+/* The whole process's resident bytes: /proc/self/statm's second field. */
+static size_t stats_process_rss(void) {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *q = strchr(buf, ' ');
+  if (q == NULL) return 0;
+  size_t pages = 0;
+  for (q++; *q >= '0' && *q <= '9'; q++) pages = pages * 10 + (size_t)(*q - '0');
+  return pages * os_page_size;
+}
+
+static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
+  acct_t ac; /* about 1 KiB of stack */
+  memset(&ac, 0, sizeof ac);
+  ac.st = st;
+  ac.ss_map = ss_map_bytes();
+  ss_for_each(stats_visit, &ac);
+  ss_cache_for_each(acct_cached_ss, &ac);
+  large_for_each_region(acct_large, &ac);
+  acct_meta_t m = {&ac, 0, 0, false};
+  ac.mapped += heap_for_each_meta(acct_meta, &m);
+  /* The profiler's tables and the ownership map are read far more than
+   * written: a page only read maps the kernel's shared zero page, which
+   * mincore calls resident and the process's RSS does not count (a dump
+   * reads the whole 14 MiB sample table). Written pages only. */
+  m.last_lo = m.last_hi = 0;
+  m.written = true;
+  prof_for_each_meta(acct_meta, &m);
+  /* The ownership map is BSS, not a mapping of hakmem's: resident only. */
+  st->rss_metadata_bytes += res_range_as(ownmap_table, sizeof ownmap_table, true);
+  /* Dedicated large mappings in use are listed nowhere (only counted), and
+   * reading their headers would race with their munmap: counted whole, as
+   * if resident. */
+  ac.mapped += ls->mapping_bytes;
+  /* Each prof mapping's size is its own; the walk adds them to mapped. */
+  {
+    size_t pm = 0;
+    prof_for_each_meta(acct_sum_len, &pm);
+    ac.mapped += pm;
+  }
+  /* Blocks waiting in the threads' remote-free caches are in their slabs'
+   * used counts: they move from live to the thread-held caches. */
+  size_t live = ac.live_large + ls->mapping_bytes, rounding = 0;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    live += ac.live_res[c];
+    /* Requests of class c fall in (size of c-1, size of c]: if spread
+     * evenly, a block wastes half the gap on average. No counter on the
+     * hot path knows the requested sizes, so this is a model. */
+    size_t gap = sc_size[c] - (c ? sc_size[c - 1] : 0);
+    rounding += (size_t)((double)ac.live_res[c] * (double)(gap - 1) / 2.0 / (double)sc_size[c]);
+  }
+  size_t pend = heap_remote_pending_bytes();
+  if (pend > live) pend = live;
+  if (live) rounding = (size_t)((double)rounding * (double)(live - pend) / (double)live);
+  live -= pend;
+  st->rss_thread_cache_bytes += pend;
+  if (rounding > live) rounding = live;
+  st->rss_rounding_bytes = rounding;
+  st->rss_requested_bytes = live - rounding;
+  st->mapped_walked_bytes = ac.mapped;
+  st->resident_bytes = st->rss_requested_bytes + st->rss_rounding_bytes + st->rss_free_block_bytes +
+                       st->rss_uncarved_bytes + st->rss_free_slab_bytes + st->rss_large_free_bytes +
+                       st->rss_cached_bytes + st->rss_thread_cache_bytes + st->rss_metadata_bytes;
+  st->process_rss_bytes = stats_process_rss();
+  st->rss_other_bytes = st->process_rss_bytes > st->resident_bytes ? st->process_rss_bytes - st->resident_bytes : 0;
+}
+
 /* Called for each live superslab under the registry lock, while its owner
  * threads keep allocating: slab fields are read with relaxed loads and may
  * be a moment apart from each other, which a snapshot tolerates. */
 static void stats_visit(const superslab_t *ss, void *arg) {
-  struct hak_stats *st = arg;
+  acct_t *ac = arg;
+  struct hak_stats *st = ac->st;
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     if (ss->free_mask & ((uint64_t)1 << i)) continue; /* free slab: no class, counted as idle */
     const slab_t *s = &ss->slabs[i];
@@ -60,6 +302,7 @@ static void stats_visit(const superslab_t *ss, void *arg) {
     st->small_bytes_in_use += used * sc_size[c];
     st->small_bytes_reserved += cap * sc_size[c];
   }
+  acct_superslab(ac, ss);
 }
 
 HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
@@ -85,9 +328,9 @@ HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
   st.superslabs_abandoned = sc.abandoned;
   st.superslabs_cached = sc.cached;
   for (unsigned c = 0; c < HAK_NCLASS; c++) st.classes[c].block_size = sc_size[c];
-  ss_for_each(stats_visit, &st);
   large_stats_t ls;
   large_stats(&ls);
+  stats_account(&st, &ls); /* walks the superslabs (stats_visit) too */
   st.large_arenas = ls.arenas;
   st.large_arena_bytes_in_use = ls.arena_bytes_used;
   st.large_mappings = ls.mappings;
@@ -170,6 +413,14 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
       "decayed %.0f KiB, collected %.0f KiB\n",
       KIB(st.heap_idle_bytes), st.heap_idle_heaps, KIB(st.heap_idle_max_bytes), KIB(st.decayed_bytes),
       KIB(st.collected_bytes));
+  OUT("resident: %.0f KiB of %.0f KiB mapped (walked %.0f KiB); process %.0f KiB, other %.0f KiB\n",
+      KIB(st.resident_bytes), KIB(st.mapped_bytes), KIB(st.mapped_walked_bytes), KIB(st.process_rss_bytes),
+      KIB(st.rss_other_bytes));
+  OUT("resident split: requested %.0f, rounding %.0f (est.), free blocks %.0f, uncarved %.0f, "
+      "free slabs %.0f, large free %.0f, cached %.0f, thread caches %.0f, metadata %.0f KiB\n",
+      KIB(st.rss_requested_bytes), KIB(st.rss_rounding_bytes), KIB(st.rss_free_block_bytes),
+      KIB(st.rss_uncarved_bytes), KIB(st.rss_free_slab_bytes), KIB(st.rss_large_free_bytes),
+      KIB(st.rss_cached_bytes), KIB(st.rss_thread_cache_bytes), KIB(st.rss_metadata_bytes));
   OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
       st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
       (unsigned long long)opt.purge_delay_ms);
@@ -200,6 +451,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
 #define FIELD_(name, text) OUT("stats.%s %zu\n", #name, st.name);
     HAK_STATS_FIELDS_V1(FIELD_)
     HAK_STATS_FIELDS_V2(FIELD_)
+    HAK_STATS_FIELDS_V3(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -217,6 +469,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V1(ROW_)
   ver_ = 2;
   HAK_STATS_FIELDS_V2(ROW_)
+  ver_ = 3;
+  HAK_STATS_FIELDS_V3(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");

@@ -413,3 +413,17 @@ void ss_unlock_all(void) {
   pthread_mutex_unlock(&ss_cache_lock);
   pthread_mutex_unlock(&ss_abandon_lock);
 }
+
+/* ---- read-only accessors for the statistics' residency walk (stats.c) ----
+ * Kept at the end of the file: they read, never change, what is above. */
+
+/* Bytes one superslab maps (the secure build's end guard page included). */
+size_t ss_map_bytes(void) { return SS_MAP_SIZE; }
+
+/* Visit every cached (empty, decommitted) superslab, cache lock held: none
+ * can be taken or unmapped meanwhile. */
+void ss_cache_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {
+  pthread_mutex_lock(&ss_cache_lock);
+  for (superslab_t *ss = ss_cache; ss != NULL; ss = ss->next) fn(ss, arg);
+  pthread_mutex_unlock(&ss_cache_lock);
+}

@@ -242,6 +242,10 @@ typedef struct ss_counts {
   size_t live, abandoned, cached;
 } ss_counts_t;
 ss_counts_t ss_counts(void);
+/* Statistics' residency walk (stats.c): bytes one superslab maps, and a
+ * visit of every cached superslab under the cache lock. */
+size_t ss_map_bytes(void);
+void ss_cache_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg);
 
 /* fork child, all locks held: superslabs of heaps other than keep belong
  * to threads that do not exist in the child; abandon them so that the

@@ -1,0 +1,318 @@
+/*
+ * test_rss_split.c — the statistics' split of resident bytes adds up.
+ *
+ * The rss_ fields of struct hak_stats (docs/stats.md, "Where the resident
+ * bytes go") must sum to resident_bytes exactly; the regions the walk
+ * found must sum to mapped_bytes (within TOL_MAPPED: the walk and the
+ * counter are read a moment apart, exact when the process is quiet);
+ * resident_bytes must stay within the mapped bytes (plus the ownership
+ * map's BSS pages) and within the process's RSS (plus TOL_RSS: page faults
+ * between the two readings); and each item must hold what the workload
+ * put there, with generous bounds: blocks written and kept show as
+ * requested + rounding, blocks written and freed as free blocks, a class
+ * emptied as free slabs, large blocks freed as large free spans and
+ * cached mappings, blocks freed by another thread and not yet published as
+ * thread caches. Single- and multi-threaded; every name through hak_ctl
+ * too. No timing.
+ *
+ *   test_rss_split [single|mt|ctl|prof|all]   (prof: run with HAKMEM_PROF=1)
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#define MiB ((size_t)1 << 20)
+#define TOL_MAPPED (4 * MiB)
+#define TOL_RSS (2 * MiB)
+#define OWNMAP_MAX (4 * MiB) /* the ownership map's touched BSS pages, generous */
+
+static struct hak_stats st;
+
+static void snap(void) {
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(hak_stats_get(&st) == 0, "hak_stats_get");
+}
+
+static size_t split_sum(const struct hak_stats *s) {
+  return s->rss_requested_bytes + s->rss_rounding_bytes + s->rss_free_block_bytes + s->rss_uncarved_bytes +
+         s->rss_free_slab_bytes + s->rss_large_free_bytes + s->rss_cached_bytes + s->rss_thread_cache_bytes +
+         s->rss_metadata_bytes;
+}
+
+static size_t diff(size_t a, size_t b) { return a > b ? a - b : b - a; }
+
+static void print_split(const char *when) {
+  printf("%-28s resident %7.1f MiB (mapped %7.1f, walked %7.1f, process %7.1f): requested %.1f rounding %.1f "
+         "free-blocks %.1f uncarved %.1f free-slabs %.1f large-free %.1f cached %.1f thread %.1f meta %.1f\n",
+         when, st.resident_bytes / 1048576.0, st.mapped_bytes / 1048576.0, st.mapped_walked_bytes / 1048576.0,
+         st.process_rss_bytes / 1048576.0, st.rss_requested_bytes / 1048576.0, st.rss_rounding_bytes / 1048576.0,
+         st.rss_free_block_bytes / 1048576.0, st.rss_uncarved_bytes / 1048576.0,
+         st.rss_free_slab_bytes / 1048576.0, st.rss_large_free_bytes / 1048576.0, st.rss_cached_bytes / 1048576.0,
+         st.rss_thread_cache_bytes / 1048576.0, st.rss_metadata_bytes / 1048576.0);
+  fflush(stdout);
+}
+
+/* The invariants every snapshot keeps. */
+static void check_adds_up(const char *when) {
+  snap();
+  print_split(when);
+  CHECK(st.version >= 3, "%s: version %u", when, st.version);
+  CHECK(split_sum(&st) == st.resident_bytes, "%s: split %zu != resident %zu", when, split_sum(&st),
+        st.resident_bytes);
+  CHECK(diff(st.mapped_walked_bytes, st.mapped_bytes) <= TOL_MAPPED, "%s: walked %zu, mapped %zu", when,
+        st.mapped_walked_bytes, st.mapped_bytes);
+  CHECK(st.resident_bytes <= st.mapped_bytes + OWNMAP_MAX, "%s: resident %zu > mapped %zu", when,
+        st.resident_bytes, st.mapped_bytes);
+  CHECK(st.process_rss_bytes > 0, "%s: no process RSS", when);
+  CHECK(st.resident_bytes <= st.process_rss_bytes + TOL_RSS, "%s: resident %zu > process RSS %zu", when,
+        st.resident_bytes, st.process_rss_bytes);
+  CHECK(st.rss_other_bytes == st.process_rss_bytes - (st.process_rss_bytes > st.resident_bytes ? st.resident_bytes : st.process_rss_bytes),
+        "%s: other %zu", when, st.rss_other_bytes);
+  CHECK(st.rss_rounding_bytes <= st.rss_requested_bytes + st.rss_rounding_bytes, "rounding");
+  CHECK(st.mapped_bytes == 0 || st.rss_metadata_bytes > 0, "%s: no metadata (superslab headers at least)", when);
+}
+
+/* A mix of sizes from 16 B to 6 KiB, written whole (so resident). */
+static size_t mix_size(unsigned i) { return 16 + (size_t)(i * 2654435761u % 6000u); }
+
+static void single(void) {
+  size_t delay = 600000, len = sizeof delay;
+  uint64_t d = 600000; /* keep freed memory for the whole test: no decay in between */
+  len = sizeof d;
+  CHECK(hak_ctl("opt.purge_delay_ms", NULL, NULL, &d, len) == 0, "set purge delay");
+  check_adds_up("start");
+
+  enum { N = 40000 };
+  static void *p[N];
+  size_t total = 0, freed = 0;
+  for (unsigned i = 0; i < N; i++) {
+    size_t n = mix_size(i);
+    p[i] = malloc(n);
+    CHECK(p[i] != NULL, "malloc");
+    memset(p[i], 0x5a, n);
+    total += n;
+  }
+  check_adds_up("mix allocated");
+  size_t live_blocks = st.rss_requested_bytes + st.rss_rounding_bytes;
+  CHECK(live_blocks >= total * 9 / 10, "live blocks %zu < 0.9 x written %zu", live_blocks, total);
+  CHECK(live_blocks <= total * 3 / 2 + 4 * MiB, "live blocks %zu > 1.5 x written %zu", live_blocks, total);
+  CHECK(st.rss_free_block_bytes <= total / 4, "free blocks %zu before any free", st.rss_free_block_bytes);
+
+  for (unsigned i = 0; i < N; i += 2) {
+    freed += mix_size(i);
+    free(p[i]);
+    p[i] = NULL;
+  }
+  check_adds_up("half freed");
+  CHECK(st.rss_free_block_bytes >= freed * 9 / 10, "free blocks %zu < 0.9 x freed %zu", st.rss_free_block_bytes,
+        freed);
+  CHECK(st.rss_requested_bytes + st.rss_rounding_bytes >= (total - freed) * 9 / 10, "live after free %zu",
+        st.rss_requested_bytes + st.rss_rounding_bytes);
+
+  /* One class emptied whole: its slabs become free slabs (kept resident
+   * for the decay window, which is long here). */
+  enum { M = 4000 };
+  static void *q[M];
+  for (unsigned i = 0; i < M; i++) {
+    q[i] = malloc(opaque_size(1000));
+    memset(q[i], 1, 1000);
+  }
+  for (unsigned i = 0; i < M; i++) free(q[i]);
+  check_adds_up("a class emptied");
+  CHECK(st.rss_free_slab_bytes >= 2 * MiB, "free slabs %zu after 4 MB of one class freed", st.rss_free_slab_bytes);
+
+  /* Large: an arena block (8 MiB) and a dedicated mapping (48 MiB), both
+   * written whole, then freed: large free spans and cached mappings. */
+  char *a = malloc(opaque_size(8 * MiB)), *b = malloc(opaque_size(48 * MiB));
+  CHECK(a != NULL && b != NULL, "large malloc");
+  memset(a, 2, 8 * MiB);
+  memset(b, 3, 48 * MiB);
+  check_adds_up("large allocated");
+  CHECK(st.rss_requested_bytes + st.rss_rounding_bytes >= (total - freed) * 9 / 10 + 56 * MiB - MiB,
+        "large blocks not live: %zu", st.rss_requested_bytes + st.rss_rounding_bytes);
+  free(a);
+  free(b);
+  check_adds_up("large freed");
+  CHECK(st.rss_large_free_bytes >= 7 * MiB, "large free spans %zu after 8 MiB freed", st.rss_large_free_bytes);
+  size_t cache_budget = 0;
+  len = sizeof cache_budget;
+  if (hak_ctl("opt.large_cache_bytes", &cache_budget, &len, NULL, 0) == 0 && cache_budget >= 48 * MiB)
+    CHECK(st.rss_cached_bytes >= 47 * MiB, "cached %zu after a 48 MiB mapping freed", st.rss_cached_bytes);
+
+  /* Everything idle goes back: the idle items fall to (nearly) nothing. */
+  size_t before = st.resident_bytes;
+  hak_collect(1);
+  check_adds_up("after hak_collect(1)");
+  CHECK(st.rss_free_slab_bytes + st.rss_large_free_bytes + st.rss_cached_bytes <= MiB,
+        "idle after collect: slabs %zu, large %zu, cached %zu", st.rss_free_slab_bytes, st.rss_large_free_bytes,
+        st.rss_cached_bytes);
+  CHECK(st.resident_bytes + 8 * MiB <= before, "resident %zu not lower than %zu after collect", st.resident_bytes,
+        before);
+  for (unsigned i = 1; i < N; i += 2) free(p[i]);
+  check_adds_up("all freed");
+  (void)delay;
+}
+
+/* ---- multi-threaded: owners allocate, a second thread frees their
+ * blocks and stays parked, so its cache of pending remote frees holds
+ * some; snapshots are taken while every thread is parked. */
+enum { T = 4, TN = 20000 };
+static void *blocks[T][TN];
+static pthread_barrier_t bar;
+
+static void *owner(void *arg) {
+  unsigned t = (unsigned)(uintptr_t)arg;
+  for (unsigned i = 0; i < TN; i++) {
+    size_t n = mix_size(i * (t + 3));
+    blocks[t][i] = malloc(n);
+    CHECK(blocks[t][i] != NULL, "malloc");
+    memset(blocks[t][i], (int)t, n);
+  }
+  pthread_barrier_wait(&bar); /* 1: allocated */
+  pthread_barrier_wait(&bar); /* 2: main checked */
+  /* Free the neighbour's blocks of one class size, a few per slab: they
+   * wait in this thread's remote cache (not a full batch: not published). */
+  unsigned v = (t + 1) % T;
+  for (unsigned i = 0; i < TN; i += 97) {
+    free(blocks[v][i]);
+    blocks[v][i] = NULL;
+  }
+  pthread_barrier_wait(&bar); /* 3: remote frees pending */
+  pthread_barrier_wait(&bar); /* 4: main checked */
+  return NULL;
+}
+
+static void mt_churn(void);
+
+static void mt(void) {
+  uint64_t d = 600000;
+  CHECK(hak_ctl("opt.purge_delay_ms", NULL, NULL, &d, sizeof d) == 0, "set purge delay");
+  pthread_t th[T];
+  pthread_barrier_init(&bar, NULL, T + 1);
+  for (unsigned t = 0; t < T; t++) CHECK(pthread_create(&th[t], NULL, owner, (void *)(uintptr_t)t) == 0, "create");
+  pthread_barrier_wait(&bar);
+  check_adds_up("mt: allocated");
+  size_t written = 0;
+  for (unsigned t = 0; t < T; t++)
+    for (unsigned i = 0; i < TN; i++) written += mix_size(i * (t + 3));
+  CHECK(st.rss_requested_bytes + st.rss_rounding_bytes >= written * 9 / 10, "mt live %zu < 0.9 x %zu",
+        st.rss_requested_bytes + st.rss_rounding_bytes, written);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar);
+  check_adds_up("mt: remote frees pending");
+  CHECK(st.rss_thread_cache_bytes > 0, "no thread-held bytes with remote frees pending");
+  pthread_barrier_wait(&bar);
+  for (unsigned t = 0; t < T; t++) pthread_join(th[t], NULL);
+  check_adds_up("mt: threads exited");
+  for (unsigned t = 0; t < T; t++)
+    for (unsigned i = 0; i < TN; i++) free(blocks[t][i]);
+  check_adds_up("mt: all freed");
+  hak_collect(1);
+  check_adds_up("mt: collected");
+  mt_churn();
+}
+
+/* ---- snapshots while threads allocate and free, across threads too: the
+ * walk reads slabs as they change. Only what holds at any moment is
+ * asserted: the items add up, and resident stays within mapped. */
+static _Atomic int churn_stop;
+static void *churn(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  enum { S = 4096 };
+  static void *slot[2][S];
+  void **mine = slot[seed & 1], **theirs = slot[(seed + 1) & 1];
+  while (!churn_stop) {
+    for (unsigned i = 0; i < S; i++) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned k = seed % S;
+      /* free a neighbour's block now and then (a remote free) */
+      void *old = __atomic_exchange_n((seed & 8) ? &theirs[k] : &mine[k], NULL, __ATOMIC_ACQ_REL);
+      free(old);
+      size_t n = mix_size(seed >> 8) * ((seed & 0x700) == 0 ? 40 : 1);
+      void *p = malloc(n);
+      CHECK(p != NULL, "malloc");
+      memset(p, 1, n < 64 ? n : 64);
+      old = __atomic_exchange_n(&mine[k], p, __ATOMIC_ACQ_REL);
+      free(old);
+    }
+  }
+  for (unsigned i = 0; i < S; i++) free(__atomic_exchange_n(&mine[i], NULL, __ATOMIC_ACQ_REL));
+  return NULL;
+}
+
+static void mt_churn(void) {
+  pthread_t th[2];
+  for (unsigned t = 0; t < 2; t++) CHECK(pthread_create(&th[t], NULL, churn, (void *)(uintptr_t)(t + 1)) == 0, "create");
+  for (int i = 0; i < 40; i++) {
+    snap();
+    CHECK(split_sum(&st) == st.resident_bytes, "churn %d: split %zu != resident %zu", i, split_sum(&st),
+          st.resident_bytes);
+    CHECK(st.resident_bytes <= st.mapped_walked_bytes + OWNMAP_MAX, "churn %d: resident %zu > walked %zu", i,
+          st.resident_bytes, st.mapped_walked_bytes);
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  churn_stop = 1;
+  for (unsigned t = 0; t < 2; t++) pthread_join(th[t], NULL);
+  check_adds_up("mt: after churn");
+}
+
+/* Every field of version 3 under its hak_ctl name. Each call is a fresh
+ * snapshot: compared with hak_stats_get's within a tolerance. */
+static void ctl(void) {
+  void *keep = malloc(opaque_size(3 * MiB / 2)); /* something live */
+  memset(keep, 1, 3 * MiB / 2);
+  snap();
+#define FIELD_(name, text)                                                                          \
+  {                                                                                                 \
+    size_t v = 0, l = sizeof v;                                                                     \
+    CHECK(hak_ctl("stats." #name, &v, &l, NULL, 0) == 0, "hak_ctl(stats.%s)", #name);              \
+    CHECK(diff(v, st.name) <= TOL_RSS + st.name / 10, "stats.%s: ctl %zu, hak_stats_get %zu", #name, v, \
+          st.name);                                                                                 \
+  }
+  HAK_STATS_FIELDS_V3(FIELD_)
+#undef FIELD_
+  size_t v = 0, l = sizeof v;
+  CHECK(hak_ctl("stats.resident_bytes", &v, &l, NULL, 0) == 0 && v > 0, "resident via ctl");
+  CHECK(hak_ctl("stats.rss_nonsense_bytes", &v, &l, NULL, 0) == ENOENT, "unknown name");
+  free(keep);
+}
+
+/* With HAKMEM_PROF=1: a dump reads the whole sample table, whose pages
+ * then map the shared zero page; they must not count as resident. */
+static void prof(void) {
+  bool on = false;
+  size_t l = sizeof on;
+  CHECK(hak_ctl("opt.prof", &on, &l, NULL, 0) == 0, "opt.prof");
+  if (!on) {
+    printf("prof: HAKMEM_PROF is not set, nothing to check\n");
+    return;
+  }
+  enum { N = 20000 };
+  static void *p[N];
+  for (unsigned i = 0; i < N; i++) {
+    p[i] = malloc(mix_size(i));
+    memset(p[i], 1, mix_size(i));
+  }
+  CHECK(hak_prof_dump("test_rss_split_prof") == 0, "hak_prof_dump");
+  check_adds_up("prof: after a dump");
+  for (unsigned i = 0; i < N; i++) free(p[i]);
+}
+
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "all";
+  bool all = strcmp(what, "all") == 0;
+  if (all || strcmp(what, "single") == 0) single();
+  if (all || strcmp(what, "ctl") == 0) ctl();
+  if (all || strcmp(what, "mt") == 0) mt();
+  if (all || strcmp(what, "prof") == 0) prof();
+  printf("test_rss_split %s: ok\n", what);
+  return 0;
+}
