@@ -31,7 +31,7 @@ HAK_INLINE void *front_malloc(size_t size) {
   size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
   slab_t *s = heap_front.direct[bucket];
   block_t *b = s->free;
-  if (HAK_LIKELY(slab_holds(s, b))) {
+  if (HAK_LIKELY(slab_can_pop(s, b))) {
     HAK_STAT(ST_ALLOC);
     HAK_STAT_CLS(cls_alloc, s->cls);
     return slab_pop(s, b);
@@ -47,11 +47,12 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
     slab_t *s = ss_slab_of(p, shift);
     if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID() &&
-                   slab_is_block_start(s, p))) {
+                   slab_hit_is_block_start(s, p))) {
       block_t *b = p;
-      /* Already marked free: a double free (or, with a chance of 2^-64,
-       * data that happens to equal the mark): the slow path decides. */
-      if (HAK_LIKELY(!blk_is_marked(b))) {
+      /* Free already (marked, or the list's head in the default build): a
+       * double free (or, with a chance of 2^-64, data that happens to
+       * equal the mark): the slow path decides and reports. */
+      if (HAK_LIKELY(!slab_block_is_free(s, b, true, true))) {
         HAK_STAT(ST_FREE);
         HAK_STAT_CLS(cls_free, s->cls);
         blk_free(b, s->free);

@@ -99,7 +99,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls);
 HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
-  if (HAK_LIKELY(slab_holds(s, b))) return slab_pop(s, b);
+  if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
 }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
