@@ -76,10 +76,12 @@ void alloc_slab_emptied(slab_t *s) {
 }
 
 /* Is p, a block start of s whose owner word is owner, free already? The
- * default build sees this only for the head of a list the calling thread
- * owns (slab_block_is_free). */
+ * default build sees this only for the head of a list the calling thread's
+ * heap owns (slab_block_is_free; while profiling, that heap's owner tag is
+ * not the thread id). */
 static bool alloc_block_is_free(const slab_t *s, uintptr_t owner, const void *p, bool freeing) {
-  return slab_block_is_free(s, p, (owner & ~OWNER_FULL) == HAK_THREAD_ID(), freeing);
+  const heap_t *h = heap_front.self;
+  return slab_block_is_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid, freeing);
 }
 
 /* The slab of p if p is a live block of a slab in use (as far as the build
@@ -101,7 +103,8 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
   }
   if (HAK_UNLIKELY(alloc_block_is_free(s, owner, p, freeing))) {
     /* Only a free writes the mark (the secret mixed with the block's own
-     * address), and every allocation clears it: the block is free. */
+     * address), and every allocation clears it; in the default build, it
+     * heads our list: the block is free. */
     report_error(call, p, freed_what);
     return NULL;
   }
