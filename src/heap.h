@@ -104,7 +104,7 @@ HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
 }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller
- * has checked that b is a block start and not marked free. */
+ * has checked that b is a block start and not free (slab_block_is_free). */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);
