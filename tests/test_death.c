@@ -66,7 +66,7 @@ static unsigned fl_self(void)
   return strstr(v, " debug") ? FL_DEBUG : strstr(v, " secure") ? FL_SECURE : FL_DEFAULT;
 }
 #define FL_SELF fl_self()
-static const char *const flavour_name[] = {"default (libhakmem.so)", "secure (hak_ API)", "debug (hak_ API)",
+static const char *const flavour_name[] = {"libhakmem.so", "secure (hak_ API)", "debug (hak_ API)",
                                            "default core (hak_ API)"};
 
 extern void *__libc_malloc(size_t);
