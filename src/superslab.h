@@ -8,11 +8,11 @@
  * Promises: for a pointer p inside a superslab, its slab descriptor is
  *   ss_of(p)->slabs[(p - ss) >> slab_shift]
  * (mask and shift, no search); a slab's blocks start slab-aligned; an empty
- * superslab is decommitted before it is cached; every pop checks that the
- * list head lies in the slab's block area. In the checked builds
- * (HAK_CHECKED: secure, debug) a free block also carries the free mark and
- * an encoded link (below); in the default build its link is a plain
- * pointer and it has no mark.
+ * superslab is decommitted before it is cached. In the checked builds
+ * (HAK_CHECKED: secure, debug) a free block carries the free mark and an
+ * encoded link (below), and every pop checks that the list head lies in
+ * the slab's block area; in the default build a free block's link is a
+ * plain pointer, it has no mark, and a pop tests the head for NULL.
  * May call: os, ownmap, sizeclass, options, decay, report, remote
  * (collecting abandoned slabs); annotate.h's macros.
  *
