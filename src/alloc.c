@@ -67,13 +67,27 @@ void *alloc_slow(size_t size) {
 }
 
 void alloc_slab_emptied(slab_t *s) {
-  heap_slab_emptied(heap_front.self, s);
+  heap_t *h = heap_front.self;
+  /* Most often the class's current slab, which stays (heap_slab_emptied's
+   * first test): nothing changed, nothing to poll. */
+  if (s == h->cur[s->cls]) return;
+  heap_slab_emptied(h, s);
   decay_poll();
 }
 
-/* The slab of p if p is a live block of a slab in use; otherwise reports
- * what is wrong (as call) and returns NULL. Only fields fixed while the
- * slab is in use are read. */
+/* Is p, a block start of s whose owner word is owner, free already? The
+ * default build sees this only for the head of a list the calling thread's
+ * heap owns (slab_block_is_free; while profiling, that heap's owner tag is
+ * not the thread id). */
+static bool alloc_block_is_free(const slab_t *s, uintptr_t owner, const void *p, bool freeing) {
+  const heap_t *h = heap_front.self;
+  return slab_block_is_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid, freeing);
+}
+
+/* The slab of p if p is a live block of a slab in use (as far as the build
+ * can tell: slab_block_is_free); otherwise reports what is wrong (as call)
+ * and returns NULL. Only fields fixed while the slab is in use are read,
+ * and the free list only by its owner. */
 static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, const char *freed_what,
                                bool freeing) {
   slab_t *s = ss_slab_of(p, shift);
@@ -87,9 +101,10 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
     report_invalid(call, p);
     return NULL;
   }
-  if (HAK_UNLIKELY(freeing ? blk_is_marked(p) : blk_is_marked_live(p))) {
+  if (HAK_UNLIKELY(alloc_block_is_free(s, owner, p, freeing))) {
     /* Only a free writes the mark (the secret mixed with the block's own
-     * address), and every allocation clears it: the block is free. */
+     * address), and every allocation clears it; in the default build, it
+     * heads our list: the block is free. */
     report_error(call, p, freed_what);
     return NULL;
   }
@@ -102,7 +117,7 @@ static void free_small(void *p, unsigned shift, const char *call) {
   /* A live block start of a slab in use (slab_live_block's checks, with
    * the owner read once); anything else is slab_live_block's to report. */
   if (HAK_UNLIKELY(owner == OWNER_UNUSED || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
-                   blk_is_marked(p))) {
+                   alloc_block_is_free(s, owner, p, true))) {
     slab_live_block(p, shift, call, "double free of", true);
     return;
   }
@@ -159,8 +174,9 @@ void alloc_free_sized(void *p, size_t size) {
   size_t usable = 0;
   if (v >= HAK_SMALL_SLAB_SHIFT) {
     const slab_t *s = ss_slab_of(p, v);
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != OWNER_UNUSED && slab_holds(s, p) &&
-        slab_is_block_start(s, p) && !blk_is_marked_live(p))
+    uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (owner != OWNER_UNUSED && slab_holds(s, p) && slab_is_block_start(s, p) &&
+        !alloc_block_is_free(s, owner, p, false))
       usable = s->bsize;
   } else if (v != OWN_NONE) {
     usable = large_usable_size(p, v);

@@ -362,7 +362,8 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   }
 }
 
-/* Blocks other threads freed into our full slabs (marked free already). */
+/* Blocks other threads freed into our full slabs (linked, and in the
+ * checked builds marked free, already). */
 static void heap_drain_delayed(heap_t *h, bool close) {
   block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {

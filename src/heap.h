@@ -99,12 +99,12 @@ void *heap_alloc_refill(heap_t *h, unsigned cls);
 HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
-  if (HAK_LIKELY(slab_holds(s, b))) return slab_pop(s, b);
+  if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
   return heap_alloc_refill(h, cls);
 }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller
- * has checked that b is a block start and not marked free. */
+ * has checked that b is a block start and not free (slab_block_is_free). */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);

@@ -57,8 +57,8 @@
  * start-up (os_init) and must not exceed it for the slab layout. */
 #define HAK_PAGE_MAX      ((size_t)65536)
 
-/* Secure build (-DHAKMEM_SECURE=ON): the default build's checks plus guard
- * pages and shuffled fresh blocks. */
+/* Secure build (-DHAKMEM_SECURE=ON): every free check (HAK_CHECKED below)
+ * plus guard pages and shuffled fresh blocks. */
 #if defined(HAKMEM_SECURE) && HAKMEM_SECURE
 #define HAK_SECURE 1
 #else
@@ -74,6 +74,19 @@ void os_assert_fail(const char *expr, const char *file, int line) __attribute__(
 #else
 #define HAK_DEBUG 0
 #define HAK_ASSERT(e) ((void)0)
+#endif
+
+/* The free checks that cost instructions on the hit paths: free marks,
+ * encoded links and the block-start test on every free (superslab.h,
+ * front.h). The secure build has them, and the debug build (it is for
+ * finding bugs, speed does not matter there). The default build keeps
+ * only the checks that cost nothing measurable (README.md, "What each
+ * build catches"): plain links, no mark, a head-of-list double-free
+ * compare. */
+#if HAK_SECURE || HAK_DEBUG
+#define HAK_CHECKED 1
+#else
+#define HAK_CHECKED 0
 #endif
 
 #define HAK_STR2_(x) #x

@@ -8,8 +8,11 @@
  * Promises: for a pointer p inside a superslab, its slab descriptor is
  *   ss_of(p)->slabs[(p - ss) >> slab_shift]
  * (mask and shift, no search); a slab's blocks start slab-aligned; an empty
- * superslab is decommitted before it is cached; a free block carries the
- * free mark and an encoded link (below), and every pop checks the link.
+ * superslab is decommitted before it is cached. In the checked builds
+ * (HAK_CHECKED: secure, debug) a free block carries the free mark and an
+ * encoded link (below), and every pop checks that the list head lies in
+ * the slab's block area; in the default build a free block's link is a
+ * plain pointer, it has no mark, and a pop tests the head for NULL.
  * May call: os, ownmap, sizeclass, options, decay, report, remote
  * (collecting abandoned slabs); annotate.h's macros.
  *
@@ -34,8 +37,9 @@
 
 struct heap;
 
-/* A free block: the encoded link to the next free block, then the mark that
- * says "this block is free" (blocks are at least 16 bytes). */
+/* A free block: the link to the next free block (encoded in the checked
+ * builds), then (checked builds only) the mark that says "this block is
+ * free" (blocks are at least 16 bytes). */
 typedef struct block {
   uintptr_t next_enc;
   uintptr_t mark;
@@ -85,43 +89,91 @@ typedef struct slab {
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
 _Static_assert(__builtin_offsetof(slab_t, thread_free) == 64, "remote frees write the second line");
 
-/* The per-process secret (set once at start-up, never 0). A free block's
+/* The per-process secret (set once at start-up, never 0; the secure
+ * build's carving order uses it too). In the checked builds a free block's
  * mark is the secret XOR its address, and its link is the next block's
  * address XOR that mark: a live block's data matches neither except by a
  * chance of 2^-64, a use-after-free write into a free block turns its link
  * into a pointer the pop rejects (it must land in the slab's block area),
- * and a mark copied to another address is wrong there. */
+ * and a mark copied to another address is wrong there. The default build
+ * stores the plain link and no mark: the XORs, the mark's store on free,
+ * its test and its clearing on malloc cost about a quarter of the hit
+ * paths' instructions (issue 20). Every helper below holds both builds'
+ * forms, so that the paths that call them are written once. */
 extern uintptr_t ss_secret __attribute__((visibility("hidden")));
+#if HAK_CHECKED
 HAK_INLINE uintptr_t blk_mark(const void *b) { return ss_secret ^ (uintptr_t)b; }
+#define BLK_KEY(b) blk_mark(b)
+#else
+#define BLK_KEY(b) ((void)(b), (uintptr_t)0)
+#endif
 /* The words of a free block are hakmem's: ANN_FREE_READ/WRITE (annotate.h)
  * keep memcheck and ASan quiet about those accesses in the annotated
  * builds, and are plain accesses otherwise. */
-HAK_INLINE block_t *blk_next(const block_t *b) { return (block_t *)(ANN_FREE_READ(b->next_enc) ^ blk_mark(b)); }
-HAK_INLINE void blk_set_next(block_t *b, block_t *n) { ANN_FREE_WRITE(b->next_enc, (uintptr_t)n ^ blk_mark(b)); }
-/* b goes on a free list: linked to next and marked free. */
+HAK_INLINE block_t *blk_next(const block_t *b) { return (block_t *)(ANN_FREE_READ(b->next_enc) ^ BLK_KEY(b)); }
+HAK_INLINE void blk_set_next(block_t *b, block_t *n) { ANN_FREE_WRITE(b->next_enc, (uintptr_t)n ^ BLK_KEY(b)); }
+/* b goes on a free list: linked to next (and marked free). */
 HAK_INLINE void blk_free(block_t *b, block_t *next) {
+#if HAK_CHECKED
   uintptr_t m = blk_mark(b);
   ANN_FREE_WRITE(b->next_enc, (uintptr_t)next ^ m);
   ANN_FREE_WRITE(b->mark, m);
+#else
+  ANN_FREE_WRITE(b->next_enc, (uintptr_t)next);
+#endif
 }
-/* Is b marked free? On a block being freed (the tools see it free). */
-HAK_INLINE bool blk_is_marked(const block_t *b) { return ANN_FREE_READ(b->mark) == blk_mark(b); }
-/* The same test on a block the program still holds (realloc, usable size).
- * Under memcheck or ASan the tool itself reports a use of a freed block,
- * and reading the program's word would look like an uninitialised read. */
-HAK_INLINE bool blk_is_marked_live(const block_t *b) {
-#if HAK_ANNOTATE
+/* b leaves its free list (handed out): its mark goes, so that freeing it
+ * again is seen for what it is. */
+HAK_INLINE void blk_unmark(block_t *b) {
+#if HAK_CHECKED
+  ANN_FREE_WRITE(b->mark, 0);
+#else
   (void)b;
+#endif
+}
+
+/* Is b, a block start of s, free already (a double free, or realloc /
+ * malloc_usable_size of a freed block)? The checked builds read b's mark:
+ * any free block, in any list. The default build sees only a block at the
+ * head of the free list of a slab the caller owns (local: one compare with
+ * the head the free path loads anyway; another thread's list is not read).
+ * freeing: b is being freed, so the annotated builds' tools already see it
+ * as free; otherwise the program still holds it, and under memcheck or
+ * ASan the tool itself reports a use of a freed block (reading the
+ * program's word would look like an uninitialised read). */
+HAK_INLINE bool slab_block_is_free(const slab_t *s, const block_t *b, bool local, bool freeing) {
+#if HAK_CHECKED
+  (void)s;
+  (void)local;
+  if (freeing) return ANN_FREE_READ(b->mark) == blk_mark(b);
+#if HAK_ANNOTATE
   return false;
 #else
   return b->mark == blk_mark(b);
 #endif
+#else
+  (void)freeing;
+  return local && b == s->free;
+#endif
 }
 
-/* Does p lie in s's block area? For a popped list head this is both the
- * "not empty" test (NULL lies outside) and the check of a decoded link. */
+/* Does p lie in s's block area? */
 HAK_INLINE bool slab_holds(const slab_t *s, const void *p) {
   return (uintptr_t)p - (uintptr_t)s->area < s->span;
+}
+/* May b, s's list head, be popped (the one test of malloc's hit path)? The
+ * checked builds test that it lies in the block area: both the "not empty"
+ * test (NULL lies outside) and the check of the decoded link, so a link a
+ * use after free overwrote is reported by the refill (heap.c) instead of
+ * being followed. The default build tests for NULL: two instructions
+ * fewer, and a garbage link is followed (not detected). */
+HAK_INLINE bool slab_can_pop(const slab_t *s, const block_t *b) {
+#if HAK_CHECKED
+  return slab_holds(s, b);
+#else
+  (void)s;
+  return b != NULL;
+#endif
 }
 /* Is p the start of a block of s (and not below its area)? No division:
  * for n = p - area below 2^32, n * ceil(2^64/bsize) mod 2^64 is a small
@@ -130,6 +182,19 @@ HAK_INLINE bool slab_holds(const slab_t *s, const void *p) {
  * by direct computation", 2019). */
 HAK_INLINE bool slab_is_block_start(const slab_t *s, const void *p) {
   return (((uintptr_t)p * s->div_mul - s->div_base) >> 32) == 0;
+}
+/* The block-start test of the free hit path: the checked builds' multiply.
+ * The default build trusts a pointer into its own slab there (a pointer
+ * inside a live block is not caught by free; the slow paths, realloc and
+ * malloc_usable_size still test it). */
+HAK_INLINE bool slab_hit_is_block_start(const slab_t *s, const void *p) {
+#if HAK_CHECKED
+  return slab_is_block_start(s, p);
+#else
+  (void)s;
+  (void)p;
+  return true;
+#endif
 }
 
 /* A superslab's kind: the slab size a class asks for (sc_kind). */
@@ -192,16 +257,20 @@ HAK_INLINE size_t ss_slab_room(const superslab_t *ss, unsigned idx) {
   return ((size_t)1 << ss->slab_shift) - ss_area_offset(idx);
 }
 
-/* Take b (== s->free, inside the block area) off the slab's free list:
- * its mark is cleared, so freeing it again is seen for what it is. */
+/* Take b (== s->free, inside the block area) off the slab's free list. */
 HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
   block_t *n = blk_next(b);
   s->free = n;
+#if HAK_CHECKED
   /* The next pop reads n's first word: fetch it now, so a run of
    * allocations overlaps its cache misses instead of taking them one
-   * after another (blocks freed by another core are in that core's cache). */
+   * after another (blocks freed by another core are in that core's
+   * cache). The default build does without: it is one instruction of 15
+   * on every malloc, and pays only where blocks come from another core
+   * (README.md, "Bad frees caught in the default build"). */
   __builtin_prefetch(n, 1);
-  ANN_FREE_WRITE(b->mark, 0);
+#endif
+  blk_unmark(b);
   s->used++;
   return b;
 }

@@ -19,7 +19,12 @@
  * Flavours (compile-time DEATH_FLAVOUR): 0 = libhakmem.so (standard names),
  * 1 = secure copy of the core (hak_ API), 2 = debug copy, 3 = the plain
  * (default) core through the hak_ API, 4 = libhakmem_secure.so (standard
- * names and C++ operators, secure expectations).
+ * names and C++ operators). Which kinds a build claims to catch
+ * is asked of the library itself (hak_version() names the build: release,
+ * secure or debug), so the cases follow the library the test runs against:
+ * every case for the secure and debug builds, the default build's claims
+ * (README.md, "What each build catches") for it; a case a build does not
+ * claim is not run there (the bad call is undefined behaviour).
  *
  * An EXPECT line may hold alternatives separated by '|' (either report is
  * accepted, e.g. "double free of" or "invalid pointer" for a freed large
@@ -53,11 +58,18 @@
 #define FL_DEFAULT 1
 #define FL_SECURE 2
 #define FL_DEBUG 4
-#define FL_ALL (FL_DEFAULT | FL_SECURE | FL_DEBUG)
-#define FL_SELF (DEATH_FLAVOUR == 0 || DEATH_FLAVOUR == 3 ? FL_DEFAULT : DEATH_FLAVOUR == 1 || DEATH_FLAVOUR == 4 ? FL_SECURE : FL_DEBUG)
+#define FL_CHECKED (FL_SECURE | FL_DEBUG) /* the builds with every free check (HAK_CHECKED) */
+#define FL_ALL (FL_DEFAULT | FL_CHECKED)
+/* the build of the library this runs against, from its version string */
+static unsigned fl_self(void)
+{
+  const char *v = hak_version();
+  return strstr(v, " debug") ? FL_DEBUG : strstr(v, " secure") ? FL_SECURE : FL_DEFAULT;
+}
+#define FL_SELF fl_self()
 /* linked to a library that replaces malloc and the C++ operators */
 #define DEATH_OVERRIDE (DEATH_FLAVOUR == 0 || DEATH_FLAVOUR == 4)
-static const char *const flavour_name[] = {"default (libhakmem.so)", "secure (hak_ API)", "debug (hak_ API)",
+static const char *const flavour_name[] = {"libhakmem.so", "secure (hak_ API)", "debug (hak_ API)",
                                            "default core (hak_ API)", "secure (libhakmem_secure.so)"};
 
 extern void *__libc_malloc(size_t);
@@ -196,7 +208,8 @@ static void interior_large(size_t n, size_t off)
 static void case_free_interior_large(void) { interior_large(3 << 20, 4096); }
 static void case_free_interior_huge(void) { interior_large(40 << 20, 64); }
 
-/* interior of a small block (checked exactly in the secure/debug builds) */
+/* interior of a small block (the default build's free does not test for a
+ * block start: secure and debug only) */
 static void case_free_interior_small(void)
 {
   g_cls = 64;
@@ -248,8 +261,8 @@ static void case_double_small(void)
   free(opaque_ptr(p));
 }
 
-/* Double free of a block in the middle of a thread's free list (debug walks
- * the owner's list; secure has the bitmap). */
+/* Double free of a block in the middle of a thread's free list (the free
+ * mark: secure and debug builds). */
 static void case_double_deep(void)
 {
   g_cls = 100;
@@ -328,8 +341,9 @@ static void double_large(size_t n)
 static void case_double_large(void) { double_large(3 << 20); }
 static void case_double_huge(void) { double_large(40 << 20); }
 
-/* Free list link overwritten after free (use after free): the secure build
- * decodes links with a key and checks them; corruption aborts always. */
+/* Free list link overwritten after free (use after free): the secure and
+ * debug builds decode links with a key and check them; the default build's
+ * plain links are followed. */
 static void case_corrupt_link(void)
 {
   g_cls = 64;
@@ -670,13 +684,13 @@ static const dcase_t cases[] = {
     {"free_static", case_free_static, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     {"free_interior_large", case_free_interior_large, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     {"free_interior_huge", case_free_interior_huge, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
-    {"free_interior_small", case_free_interior_small, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
+    {"free_interior_small", case_free_interior_small, FL_CHECKED, 0, 0, NULL, "legacy", NULL, 0},
     {"realloc_garbage", case_realloc_garbage, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     {"realloc_stack", case_realloc_stack, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     {"usable_garbage", case_usable_garbage, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     /* free(p); free(p): p is the head of its free list (the fast path checks) */
     {"double_small", case_double_small, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
-    {"double_deep", case_double_deep, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
+    {"double_deep", case_double_deep, FL_CHECKED, 0, 0, NULL, "legacy", NULL, 0},
     {"double_retired", case_double_retired, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     /* the profiler sends every free through the slow path (head-of-list check) */
     {"double_small_prof", case_double_small, FL_ALL, 0, 0, "HAKMEM_PROF=1", "legacy", NULL, 0},
@@ -684,25 +698,39 @@ static const dcase_t cases[] = {
     {"free_sized_wrong", case_free_sized_wrong, FL_DEBUG, 0, 0, NULL, "legacy", NULL, 0},
     {"double_large", case_double_large, FL_ALL, 0, 0, NULL, "legacy", NULL, 0},
     {"double_huge", case_double_huge, FL_ALL, 0, 0, "HAKMEM_LARGE_CACHE=0", "legacy", NULL, 0},
-    {"corrupt_link", case_corrupt_link, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
+    {"corrupt_link", case_corrupt_link, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
     {"libc_forward", case_libc_forward, FL_ALL, 0, 1, NULL, "legacy", NULL, 0},
-    /* issue 10, kind 4: cross-thread double frees */
-    {"xt_remote_then_local", case_xt_remote_then_local, FL_ALL, 0, 0, NULL, "xthread", NULL, 0},
-    {"xt_local_then_remote", case_xt_local_then_remote, FL_ALL, 0, 0, NULL, "xthread", NULL, 0},
-    {"xt_remote_twice", case_xt_remote_twice, FL_ALL, 0, 0, NULL, "xthread", NULL, 0},
-    {"xt_foreign_double", case_xt_foreign_double, FL_ALL, 0, 0, NULL, "xthread", NULL, 0},
-    /* issue 10, kind 5: use-after-free writes of a freed block's first word */
-    {"uaf_garbage_head", case_uaf_garbage_head, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
-    {"uaf_garbage_deep", case_uaf_garbage_deep, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
-    {"uaf_live_same", case_uaf_live_same, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
-    {"uaf_live_other", case_uaf_live_other, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
-    {"uaf_remote", case_uaf_remote, FL_ALL, 0, 0, NULL, "corrupt", NULL, 0},
+    /* issue 10, kind 4: cross-thread double frees (the free mark: the
+     * default build reads no other thread's list) */
+    {"xt_remote_then_local", case_xt_remote_then_local, FL_CHECKED, 0, 0, NULL, "xthread", NULL, 0},
+    {"xt_local_then_remote", case_xt_local_then_remote, FL_CHECKED, 0, 0, NULL, "xthread", NULL, 0},
+    {"xt_remote_twice", case_xt_remote_twice, FL_CHECKED, 0, 0, NULL, "xthread", NULL, 0},
+    {"xt_foreign_double", case_xt_foreign_double, FL_CHECKED, 0, 0, NULL, "xthread", NULL, 0},
+    /* issue 10, kind 5: use-after-free writes of a freed block's first word
+     * (encoded links: secure and debug) */
+    {"uaf_garbage_head", case_uaf_garbage_head, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
+    {"uaf_garbage_deep", case_uaf_garbage_deep, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
+    {"uaf_live_same", case_uaf_live_same, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
+    {"uaf_live_other", case_uaf_live_other, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
+    {"uaf_remote", case_uaf_remote, FL_CHECKED, 0, 0, NULL, "corrupt", NULL, 0},
 };
 /* + kinds x entries (issue 10, kinds 1, 2, 3, 6), built by build_cases() */
 enum { NMAX = sizeof cases / sizeof cases[0] + NKINDS * E_N };
 static dcase_t all[NMAX];
 static char all_names[NKINDS * E_N][48];
 static int NCASES;
+
+/* Does the default build claim kind k through entry e? Blocks above 1 MiB
+ * or aligned above 1 MiB are large.c's: every entry (slow paths). A slab
+ * block: a double free only while it heads the freeing thread's own list
+ * (not from another thread), an interior pointer only where a slow path
+ * looks (realloc, malloc_usable_size, a free from another thread). */
+static unsigned kind_default(const kind_t *k, int e)
+{
+  if (k->size > ((size_t)1 << 20) || k->align > ((size_t)1 << 20)) return FL_DEFAULT;
+  if (k->off) return e == E_REALLOC || e == E_USABLE || e == E_THREAD ? FL_DEFAULT : 0;
+  return k->freed == 1 && e != E_THREAD ? FL_DEFAULT : 0;
+}
 
 static void build_cases(void)
 {
@@ -713,7 +741,7 @@ static void build_cases(void)
       if (!(kinds[k].entries & EN(e))) continue;
       if (e == E_CXX && !DEATH_OVERRIDE) continue; /* operator delete is hakmem's only in libhakmem*.so */
       snprintf(all_names[g], sizeof all_names[g], "%s_%s", kinds[k].name, entry_name[e]);
-      dcase_t c = {all_names[g++], NULL, FL_ALL, 0, 0, NULL, kinds[k].size > 4096 * 3 || kinds[k].align ? "large" : "small",
+      dcase_t c = {all_names[g++], NULL, FL_CHECKED | kind_default(&kinds[k], e), 0, 0, NULL, kinds[k].size > 4096 * 3 || kinds[k].align ? "large" : "small",
                    &kinds[k], e};
       all[n++] = c;
     }
@@ -868,7 +896,8 @@ int main(int argc, char **argv)
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   CHECK(n > 0, "readlink /proc/self/exe");
   self[n] = 0;
-  printf("test_death: %s build%s%s\n", flavour_name[DEATH_FLAVOUR], group ? ", group " : "", group ? group : "");
+  printf("test_death: %s build (hakmem %s)%s%s\n", flavour_name[DEATH_FLAVOUR], hak_version(), group ? ", group " : "",
+         group ? group : "");
   fflush(stdout);
   static const char *const modes[] = {"abort", "warn", "ignore"};
   int fails = 0, runs = 0;
