@@ -8,6 +8,7 @@
 #include "report.h"
 #include "options.h"
 #include "os.h"
+#include "ownmap.h"
 #include "prof.h"
 #include "remote.h"
 #include "sizeclass.h"
@@ -58,6 +59,7 @@ static void heap_reset(heap_t *h) {
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
+  memset(&h->xc, 0, sizeof h->xc);
   h->shadow = NULL; /* only a profiling thread's own heap batches */
   h->prof_due = 0;
   h->pool_next = NULL;
@@ -381,6 +383,178 @@ void heap_flush_remote(heap_t *h) {
   if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
 }
 
+/* ---- blocks kept by the thread that freed them ---------------------------- */
+
+/* Is n (a link read from a kept block) a marked block of a superslab? A
+ * link overwritten by a use after free is caught here before it is read
+ * through or handed out. */
+static bool heap_xc_link_ok(const block_t *n) {
+  return ownmap_get(n) >= HAK_SMALL_SLAB_SHIFT && blk_is_marked(n);
+}
+
+/* run[c] takes the geometry of s, the slab of the list's head: the pop's
+ * area test then accepts exactly the blocks of s. Only fields fixed while
+ * s is in use are read (its kept blocks keep it in use). */
+static void heap_xc_target(heap_t *h, unsigned c, const slab_t *s) {
+  slab_t *r = &h->xc.run[c];
+  r->area = s->area;
+  r->span = s->span;
+  r->div_mul = s->div_mul;
+  r->div_base = s->div_base;
+  r->bsize = s->bsize;
+  r->capacity = s->capacity;
+  r->cls = s->cls;
+}
+
+/* The direct table serves class c from run[c] (or again from the current slab). */
+static void heap_xc_open(heap_t *h, unsigned c) {
+  h->xc.live |= (uint64_t)1 << c;
+  if (h != heap_front.heap) return;
+  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++) heap_front.direct[b] = &h->xc.run[c];
+}
+static void heap_xc_close(heap_t *h, unsigned c) {
+  heap_xcache_t *xc = &h->xc;
+  xc->live &= ~((uint64_t)1 << c);
+  xc->total -= xc->bytes[c];
+  xc->bytes[c] = 0;
+  xc->n[c] = 0;
+  if (h != heap_front.heap) return;
+  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++)
+    if (heap_front.direct[b] == &xc->run[c]) heap_front.direct[b] = h->front[c];
+}
+
+/* How many blocks class c's list holds (walked; a bad link is reported and
+ * the list cut there: the rest stays counted in use by its slabs, leaked,
+ * never handed out twice). */
+static unsigned heap_xc_len(heap_t *h, unsigned c) {
+  block_t *b = h->xc.run[c].free;
+  unsigned n = 0;
+  while (b != NULL) {
+    n++;
+    block_t *nx = blk_next(b);
+    if (nx != NULL && HAK_UNLIKELY(!heap_xc_link_ok(nx))) {
+      report_error("free", b, "heap corruption detected at");
+      blk_set_next(b, NULL);
+      break;
+    }
+    b = nx;
+  }
+  return n;
+}
+
+/* Keep the newest `keep` blocks of class c (links already checked by
+ * heap_xc_len), send the rest home through the remote cache (batched per
+ * slab, one CAS per batch). */
+static void heap_xc_spill(heap_t *h, unsigned c, unsigned keep) {
+  heap_xcache_t *xc = &h->xc;
+  block_t *b = xc->run[c].free, *last = NULL;
+  unsigned i = 0;
+  for (; i < keep && b != NULL; i++) {
+    last = b;
+    b = blk_next(b);
+  }
+  if (last != NULL)
+    blk_set_next(last, NULL);
+  else
+    xc->run[c].free = NULL;
+  int r = REMOTE_OK;
+  while (b != NULL) {
+    block_t *next = blk_next(b);
+    r |= remote_free(&h->rcache, ss_slab_of(b, ownmap_get(b)), b);
+    b = next;
+  }
+  if (r == REMOTE_ABANDONED) ss_abandon_note_free();
+  if (i == 0) {
+    heap_xc_close(h, c);
+  } else {
+    uint32_t kept = i * sc_size[c];
+    xc->total -= xc->bytes[c] - kept;
+    xc->bytes[c] = kept;
+    xc->n[c] = (uint16_t)i;
+  }
+}
+
+/* Class c pushed its cap (or the thread its total). The counts are upper
+ * bounds: walk the list. A class served since (fewer blocks than pushed)
+ * keeps up to half its cap, the newest (it is being reused); one that was
+ * not is no longer kept at all: a thread that only frees blocks of a class
+ * sends them home as before, and holds none idle. */
+static void heap_xc_trim(heap_t *h, unsigned c) {
+  heap_xcache_t *xc = &h->xc;
+  uint64_t bit = (uint64_t)1 << c;
+  unsigned len = heap_xc_len(h, c);
+  if (len >= xc->n[c]) xc->want &= ~bit;
+  unsigned half = HEAP_XC_CLASS_BLOCKS / 2;
+  if (half * sc_size[c] > HEAP_XC_CLASS_BYTES / 2) half = HEAP_XC_CLASS_BYTES / 2 / sc_size[c];
+  heap_xc_spill(h, c, (xc->want & bit) ? (len < half ? len : half) : 0);
+}
+
+static void heap_xc_overflow(heap_t *h, unsigned c) HAK_COLD;
+static void heap_xc_overflow(heap_t *h, unsigned c) {
+  heap_xc_trim(h, c);
+  if (h->xc.total >= HEAP_XC_TOTAL_BYTES)
+    for (unsigned k = 0; k < HAK_NCLASS; k++)
+      if (h->xc.run[k].free != NULL) heap_xc_trim(h, k);
+}
+
+void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
+  if (h != NULL) {
+    heap_xcache_t *xc = &h->xc;
+    unsigned c = s->cls;
+    if (((xc->want >> c) & 1) && s->bsize <= HEAP_XC_MAX_BSIZE) {
+      slab_t *r = &xc->run[c];
+      blk_free(b, r->free);
+      r->free = b;
+      if (HAK_UNLIKELY(!slab_holds(r, b))) heap_xc_target(h, c, s);
+      if (HAK_UNLIKELY(!((xc->live >> c) & 1))) heap_xc_open(h, c);
+      xc->total += s->bsize;
+      xc->bytes[c] += s->bsize;
+      xc->n[c]++;
+      if (HAK_UNLIKELY(xc->bytes[c] >= HEAP_XC_CLASS_BYTES || xc->n[c] >= HEAP_XC_CLASS_BLOCKS ||
+                       xc->total >= HEAP_XC_TOTAL_BYTES))
+        heap_xc_overflow(h, c);
+      return;
+    }
+  }
+  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED))
+    ss_abandon_note_free();
+}
+
+void *heap_xc_alloc(heap_t *h, unsigned cls) {
+  slab_t *r = &h->xc.run[cls];
+  block_t *b = r->free;
+  if (b != NULL && !slab_holds(r, b)) {
+    /* The list crossed into another slab (or, above 1 KiB, the first pop
+     * of a run): check the block as free_small checks a freed pointer,
+     * then follow it. */
+    unsigned v = ownmap_get(b);
+    slab_t *s = v >= HAK_SMALL_SLAB_SHIFT ? ss_slab_of(b, v) : NULL;
+    if (HAK_LIKELY(s != NULL && s->cls == cls && slab_holds(s, b) && slab_is_block_start(s, b) &&
+                   blk_is_marked(b))) {
+      heap_xc_target(h, cls, s);
+    } else {
+      report_error("malloc", b, "heap corruption detected at");
+      r->free = b = NULL; /* the rest stays counted in use: leaked, never handed out twice */
+    }
+  }
+  if (b != NULL) return slab_pop(r, b);
+  /* The list ran out: back to the current slab. */
+  heap_xc_close(h, cls);
+  return heap_alloc_class(h, cls);
+}
+
+void heap_xc_flush(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    if (h->xc.run[c].free != NULL) {
+      heap_xc_len(h, c);
+      heap_xc_spill(h, c, 0);
+    } else if ((h->xc.live >> c) & 1) {
+      heap_xc_close(h, c);
+    }
+  }
+  h->xc.want = 0;
+}
+
 /* ---- purge --------------------------------------------------------------- */
 
 /* Decommit h's free slabs idle for the purge delay and release its wholly
@@ -469,6 +643,7 @@ static void heap_maintain(heap_t *h) {
 void heap_drain_self(void) {
   heap_t *self = heap_front.self;
   if (self == NULL) return;
+  heap_xc_flush(self);
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
   heap_sweep_waiting(self);
@@ -755,6 +930,7 @@ static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
   if (h->shadow != NULL) heap_shadow_return(h);
+  heap_xc_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
   stats_thread_merge();
