@@ -68,6 +68,7 @@ void *alloc_slow(size_t size) {
      * are in this core's cache); an allocation here marks the class as one
      * the thread allocates, so its foreign frees are kept (heap.c). */
     if (HAK_UNLIKELY((h->xc.live >> cls) & 1)) return heap_xc_alloc(h, cls);
+    if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
     if (HEAP_XC_ENABLE && h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
     return heap_alloc_class(h, cls);
   }

@@ -415,9 +415,8 @@ static void heap_xc_open(heap_t *h, unsigned c) {
 static void heap_xc_close(heap_t *h, unsigned c) {
   heap_xcache_t *xc = &h->xc;
   xc->live &= ~((uint64_t)1 << c);
-  xc->total -= xc->bytes[c];
-  xc->bytes[c] = 0;
   xc->n[c] = 0;
+  xc->run[c].used = 0;
   if (h != heap_front.heap) return;
   for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++)
     if (heap_front.direct[b] == &xc->run[c]) heap_front.direct[b] = h->front[c];
@@ -442,21 +441,11 @@ static unsigned heap_xc_len(heap_t *h, unsigned c) {
   return n;
 }
 
-/* Keep the newest `keep` blocks of class c (links already checked by
- * heap_xc_len), send the rest home through the remote cache (batched per
- * slab, one CAS per batch). */
-static void heap_xc_spill(heap_t *h, unsigned c, unsigned keep) {
-  heap_xcache_t *xc = &h->xc;
-  block_t *b = xc->run[c].free, *last = NULL;
-  unsigned i = 0;
-  for (; i < keep && b != NULL; i++) {
-    last = b;
-    b = blk_next(b);
-  }
-  if (last != NULL)
-    blk_set_next(last, NULL);
-  else
-    xc->run[c].free = NULL;
+/* Send every block of class c home through the remote cache (batched per
+ * slab, one CAS per batch); links already checked by heap_xc_len. */
+static void heap_xc_spill(heap_t *h, unsigned c) {
+  block_t *b = h->xc.run[c].free;
+  h->xc.run[c].free = NULL;
   int r = REMOTE_OK;
   while (b != NULL) {
     block_t *next = blk_next(b);
@@ -464,55 +453,23 @@ static void heap_xc_spill(heap_t *h, unsigned c, unsigned keep) {
     b = next;
   }
   if (r == REMOTE_ABANDONED) ss_abandon_note_free();
-  if (i == 0) {
-    heap_xc_close(h, c);
-  } else {
-    uint32_t kept = i * sc_size[c];
-    xc->total -= xc->bytes[c] - kept;
-    xc->bytes[c] = kept;
-    xc->n[c] = (uint16_t)i;
-  }
-}
-
-/* Class c pushed its cap (or the thread its total). The counts are upper
- * bounds: walk the list. A class served since (fewer blocks than pushed)
- * keeps up to half its cap, the newest (it is being reused); one that was
- * not is no longer kept at all: a thread that only frees blocks of a class
- * sends them home as before, and holds none idle. */
-static void heap_xc_trim(heap_t *h, unsigned c) {
-  heap_xcache_t *xc = &h->xc;
-  uint64_t bit = (uint64_t)1 << c;
-  unsigned len = heap_xc_len(h, c);
-  if (len >= xc->n[c]) xc->want &= ~bit;
-  unsigned half = HEAP_XC_CLASS_BLOCKS / 2;
-  if (half * sc_size[c] > HEAP_XC_CLASS_BYTES / 2) half = HEAP_XC_CLASS_BYTES / 2 / sc_size[c];
-  heap_xc_spill(h, c, (xc->want & bit) ? (len < half ? len : half) : 0);
-}
-
-static void heap_xc_overflow(heap_t *h, unsigned c) HAK_COLD;
-static void heap_xc_overflow(heap_t *h, unsigned c) {
-  heap_xc_trim(h, c);
-  if (h->xc.total >= HEAP_XC_TOTAL_BYTES)
-    for (unsigned k = 0; k < HAK_NCLASS; k++)
-      if (h->xc.run[k].free != NULL) heap_xc_trim(h, k);
+  heap_xc_close(h, c);
 }
 
 void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
   if (h != NULL) {
     heap_xcache_t *xc = &h->xc;
     unsigned c = s->cls;
-    if (((xc->want >> c) & 1) && s->bsize <= HEAP_XC_MAX_BSIZE) {
-      slab_t *r = &xc->run[c];
+    slab_t *r = &xc->run[c];
+    /* Blocks held: pushes less pops (the pop counts in run[c].used). A
+     * full class sends the block home at once: the kept ones wait for the
+     * thread's allocations, and nothing is walked. */
+    uint32_t held = (uint16_t)(xc->n[c] - r->used);
+    if (((xc->want >> c) & 1) && held < HEAP_XC_CLASS_BLOCKS && (held + 1) * s->bsize <= HEAP_XC_CLASS_BYTES) {
       blk_free(b, r->free);
       r->free = b;
       if (HAK_UNLIKELY(!slab_holds(r, b))) heap_xc_target(h, c, s);
-      if (HAK_UNLIKELY(!((xc->live >> c) & 1))) heap_xc_open(h, c);
-      xc->total += s->bsize;
-      xc->bytes[c] += s->bsize;
       xc->n[c]++;
-      if (HAK_UNLIKELY(xc->bytes[c] >= HEAP_XC_CLASS_BYTES || xc->n[c] >= HEAP_XC_CLASS_BLOCKS ||
-                       xc->total >= HEAP_XC_TOTAL_BYTES))
-        heap_xc_overflow(h, c);
       return;
     }
   }
@@ -543,11 +500,18 @@ void *heap_xc_alloc(heap_t *h, unsigned cls) {
   return heap_alloc_class(h, cls);
 }
 
+void *heap_xc_use(heap_t *h, unsigned cls) {
+  slab_t *f = h->front[cls];
+  if (slab_holds(f, f->free)) return heap_alloc_class(h, cls);
+  heap_xc_open(h, cls);
+  return heap_xc_alloc(h, cls);
+}
+
 void heap_xc_flush(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     if (h->xc.run[c].free != NULL) {
       heap_xc_len(h, c);
-      heap_xc_spill(h, c, 0);
+      heap_xc_spill(h, c);
     } else if ((h->xc.live >> c) & 1) {
       heap_xc_close(h, c);
     }

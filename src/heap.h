@@ -35,30 +35,31 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
  * idea on a slab-owning design). Per class one LIFO list, linked and marked
  * like any free block (a second free of a kept block is seen as a double
  * free), headed by a stand-in descriptor (run[cls]) that carries the
- * geometry of the head block's slab: while the class has kept blocks the
- * direct table points at it, so malloc's one-branch pop serves them and
+ * geometry of the head block's slab: when the class's current slab runs
+ * out, the direct table points at it (until the list does), so malloc's
+ * one-branch pop serves them (a thread reuses foreign blocks only when it
+ * would otherwise refill: every kept block it frees again later is a
+ * foreign free, the slow way) and
  * stops (its slab-area test fails) where the list crosses into another
  * slab; the slow path then re-targets the stand-in at the next block's
  * slab. The blocks stay counted in use by their slabs until they travel
  * home, so no slab empties (or changes hands empty) under the cache. Owner
- * thread only. n/bytes/total count pushes since the list was last walked:
- * an upper bound (the fast path pops without counting). */
-/* Off by default: measured slower than sending every block home on all
- * ten cross-thread rows (see docs/design.md); 1 turns it on. */
+ * thread only. A class holds at most HEAP_XC_CLASS_BLOCKS blocks or
+ * HEAP_XC_CLASS_BYTES: past that a foreign free goes home at once. */
+/* Off by default: measured (callgrind) fewer instructions on remote_mix and
+ * alltoall but more on rounds and xmalloc (docs/design.md, "Blocks that
+ * travel"); build with -DHEAP_XC_ENABLE=1 to turn it on. */
 #ifndef HEAP_XC_ENABLE
 #define HEAP_XC_ENABLE 0
 #endif
-#define HEAP_XC_CLASS_BYTES ((uint32_t)32768) /* per class */
-#define HEAP_XC_CLASS_BLOCKS 256u
-#define HEAP_XC_TOTAL_BYTES ((uint32_t)131072) /* per thread */
-#define HEAP_XC_MAX_BSIZE ((uint32_t)8192)     /* larger blocks go home at once */
+#define HEAP_XC_CLASS_BYTES ((uint32_t)16384) /* per class */
+#define HEAP_XC_CLASS_BLOCKS 128u
 typedef struct heap_xcache {
+  /* run[c].free heads the list; run[c].used counts the pops (slab_pop) */
   slab_t run[HAK_NCLASS];
-  uint32_t bytes[HAK_NCLASS];
-  uint16_t n[HAK_NCLASS];
+  uint16_t n[HAK_NCLASS]; /* pushes; held = n - run.used (16-bit) */
   uint64_t want;   /* classes this thread allocates (set by its slow allocations) */
-  uint64_t live;   /* classes whose list is not empty or that the direct table serves from run[] */
-  uint32_t total;  /* bytes pushed over all classes */
+  uint64_t live;   /* classes the direct table serves from run[] */
 } heap_xcache_t;
 
 typedef struct heap {
@@ -143,6 +144,10 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
  * kept for the thread's own allocations of the class when the thread
  * allocates it, else (and on overflow) sent home through h's remote cache. */
 void heap_free_foreign(heap_t *h, slab_t *s, block_t *b);
+/* h keeps blocks of class cls (h->xc.run[cls].free != NULL): once the
+ * current slab has none left, they serve the class (the direct table
+ * points at run[cls]) until they run out. */
+void *heap_xc_use(heap_t *h, unsigned cls);
 /* Class cls is live in h's cache: a kept block, or (the list ran out)
  * the direct table goes back to the current slab and the usual path serves. */
 void *heap_xc_alloc(heap_t *h, unsigned cls);
