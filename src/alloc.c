@@ -129,7 +129,11 @@ static void free_small(void *p, unsigned shift, const char *call) {
   /* A thread that only frees gets a heap too: its cache batches the
    * remote frees, and its exit flushes them. */
   if (HAK_UNLIKELY(h == NULL) && !heap_front.exited) h = heap_thread_init();
+#if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
+#else
+  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+#endif
   decay_poll();
 }
 
