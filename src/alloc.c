@@ -64,12 +64,14 @@ void *alloc_slow(size_t size) {
   HAK_STAT(ST_ALLOC);
   if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) {
     unsigned cls = sc_of(size);
-    /* Blocks of other threads' slabs this thread freed come first (they
-     * are in this core's cache); an allocation here marks the class as one
-     * the thread allocates, so its foreign frees are kept (heap.c). */
+#if HEAP_XC_ENABLE
+    /* Blocks of other threads' slabs this thread freed serve once the
+     * current slab has none; an allocation here marks the class as one the
+     * thread allocates, so its foreign frees are kept (heap.c). */
     if (HAK_UNLIKELY((h->xc.live >> cls) & 1)) return heap_xc_alloc(h, cls);
     if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
-    if (HEAP_XC_ENABLE && h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
+    if (h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
+#endif
     return heap_alloc_class(h, cls);
   }
   return alloc_cold(size);

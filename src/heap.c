@@ -59,7 +59,9 @@ static void heap_reset(heap_t *h) {
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
+#if HEAP_XC_ENABLE
   memset(&h->xc, 0, sizeof h->xc);
+#endif
   h->shadow = NULL; /* only a profiling thread's own heap batches */
   h->prof_due = 0;
   h->pool_next = NULL;
@@ -383,6 +385,7 @@ void heap_flush_remote(heap_t *h) {
   if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
 }
 
+#if HEAP_XC_ENABLE
 /* ---- blocks kept by the thread that freed them ---------------------------- */
 
 /* Is n (a link read from a kept block) a marked block of a superslab? A
@@ -518,6 +521,8 @@ void heap_xc_flush(heap_t *h) {
   }
   h->xc.want = 0;
 }
+
+#endif /* HEAP_XC_ENABLE */
 
 /* ---- purge --------------------------------------------------------------- */
 

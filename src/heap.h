@@ -85,7 +85,9 @@ typedef struct heap {
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
   remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
+#if HEAP_XC_ENABLE
   heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
+#endif
   /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
    * per-class batch descriptor (shadow) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
@@ -139,6 +141,7 @@ HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not marked free. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
+#if HEAP_XC_ENABLE
 /* A block b of s (a live block start, not marked) freed by the calling
  * thread, which does not own s; h is the thread's heap (NULL: none). It is
  * kept for the thread's own allocations of the class when the thread
@@ -153,6 +156,9 @@ void *heap_xc_use(heap_t *h, unsigned cls);
 void *heap_xc_alloc(heap_t *h, unsigned cls);
 /* Send every kept block home (into h's remote cache: flush that after). */
 void heap_xc_flush(heap_t *h);
+#else
+HAK_INLINE void heap_xc_flush(heap_t *h) { (void)h; }
+#endif
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */
