@@ -366,17 +366,41 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   }
 }
 
-/* Blocks other threads freed into our full slabs (marked free already). */
+/* Blocks other threads freed into our full slabs (marked free already).
+ * Each published chain is one slab's blocks, linked: a run of blocks of
+ * the same slab is spliced onto its list whole, not freed one by one. */
 static void heap_drain_delayed(heap_t *h, bool close) {
   block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
-    block_t *next = blk_next(b);
     slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if ((owner & ~OWNER_FULL) == h->tid)
-      heap_free_local(h, s, b, owner);
-    else if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
-      ss_abandon_note_free();
+    block_t *next;
+    if ((owner & ~OWNER_FULL) != h->tid) {
+      next = blk_next(b);
+      if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
+        ss_abandon_note_free();
+      b = next;
+      continue;
+    }
+    block_t *last = b;
+    unsigned n = 1;
+    while ((next = blk_next(last)) != NULL && slab_holds(s, next) && n < s->used) {
+      last = next;
+      n++;
+    }
+    HAK_ASSERT(s->used >= n);
+    blk_set_next(last, s->free);
+    s->free = b;
+    s->used = (uint16_t)(s->used - n);
+    if (owner & OWNER_FULL) {
+      remote_unmark_full(s, h);
+      if (s->used == 0)
+        heap_release_slab_locked(h, s);
+      else
+        partial_push(h, s);
+    } else if (s->used == 0) {
+      heap_slab_emptied(h, s);
+    }
     b = next;
   }
 }
