@@ -98,6 +98,13 @@ SUITE_FULL=(
   "larson_sized|BENCH_LARSON_MS=800|larson_sized 1 8 1000 5000 100 12345 2"
   "rounds||bench_rounds 2 150 100000 16 1024 1000"
   "rounds_fresh||bench_rounds 2 150 100000 16 1024 1000 1"
+  "larson_16t|BENCH_LARSON_MS=800|larson 1 8 128 1000 20 12345 16"
+  "larson_64t|BENCH_LARSON_MS=800|larson 1 8 128 1000 20 12345 64"
+  "prodcons_16t||bench_prodcons 16 300000 16 512"
+  "prodcons_64t||bench_prodcons 64 100000 16 512"
+  "xmalloc_16t||bench_xmalloc 8 8 800 8 512 32"
+  "thread_churn_16t||bench_thread_churn 300 16 500 16 4096"
+  "thread_churn_64t||bench_thread_churn 80 64 500 16 4096"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -135,6 +142,13 @@ SUITE_QUICK=(
   "larson_sized|BENCH_LARSON_MS=300|larson_sized 1 8 1000 5000 100 12345 2"
   "rounds||bench_rounds 2 50 100000 16 1024 1000"
   "rounds_fresh||bench_rounds 2 50 100000 16 1024 1000 1"
+  "larson_16t|BENCH_LARSON_MS=300|larson 1 8 128 1000 20 12345 16"
+  "larson_64t|BENCH_LARSON_MS=300|larson 1 8 128 1000 20 12345 64"
+  "prodcons_16t||bench_prodcons 16 100000 16 512"
+  "prodcons_64t||bench_prodcons 64 40000 16 512"
+  "xmalloc_16t||bench_xmalloc 8 8 300 8 512 32"
+  "thread_churn_16t||bench_thread_churn 100 16 500 16 4096"
+  "thread_churn_64t||bench_thread_churn 25 64 500 16 4096"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

@@ -62,7 +62,18 @@ void *alloc_slow(size_t size) {
   if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);
   HAK_STAT(ST_SLOW);
   HAK_STAT(ST_ALLOC);
-  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) return heap_alloc_class(h, sc_of(size));
+  if (HAK_LIKELY(h != NULL && size <= HAK_SMALL_MAX)) {
+    unsigned cls = sc_of(size);
+#if HEAP_XC_ENABLE
+    /* Blocks of other threads' slabs this thread freed serve once the
+     * current slab has none; an allocation here marks the class as one the
+     * thread allocates, so its foreign frees are kept (heap.c). */
+    if (HAK_UNLIKELY((h->xc.live >> cls) & 1)) return heap_xc_alloc(h, cls);
+    if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
+    if (h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
+#endif
+    return heap_alloc_class(h, cls);
+  }
   return alloc_cold(size);
 }
 
@@ -135,7 +146,11 @@ static void free_small(void *p, unsigned shift, const char *call) {
   /* A thread that only frees gets a heap too: its cache batches the
    * remote frees, and its exit flushes them. */
   if (HAK_UNLIKELY(h == NULL) && !heap_front.exited) h = heap_thread_init();
+#if HEAP_XC_ENABLE
+  heap_free_foreign(h, s, b);
+#else
   if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+#endif
   decay_poll();
 }
 

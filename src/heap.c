@@ -8,6 +8,7 @@
 #include "report.h"
 #include "options.h"
 #include "os.h"
+#include "ownmap.h"
 #include "prof.h"
 #include "remote.h"
 #include "sizeclass.h"
@@ -58,6 +59,9 @@ static void heap_reset(heap_t *h) {
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
+#if HEAP_XC_ENABLE
+  memset(&h->xc, 0, sizeof h->xc);
+#endif
   h->shadow = NULL; /* only a profiling thread's own heap batches */
   h->prof_due = 0;
   h->pool_next = NULL;
@@ -363,17 +367,41 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
 }
 
 /* Blocks other threads freed into our full slabs (linked, and in the
- * checked builds marked free, already). */
+ * checked builds marked free, already). Each published chain is one slab's
+ * blocks: a run of blocks of the same slab is spliced onto its list whole,
+ * not freed one by one. */
 static void heap_drain_delayed(heap_t *h, bool close) {
   block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
-    block_t *next = blk_next(b);
     slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if ((owner & ~OWNER_FULL) == h->tid)
-      heap_free_local(h, s, b, owner);
-    else if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
-      ss_abandon_note_free();
+    block_t *next;
+    if ((owner & ~OWNER_FULL) != h->tid) {
+      next = blk_next(b);
+      if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
+        ss_abandon_note_free();
+      b = next;
+      continue;
+    }
+    block_t *last = b;
+    unsigned n = 1;
+    while ((next = blk_next(last)) != NULL && slab_holds(s, next) && n < s->used) {
+      last = next;
+      n++;
+    }
+    HAK_ASSERT(s->used >= n);
+    blk_set_next(last, s->free);
+    s->free = b;
+    s->used = (uint16_t)(s->used - n);
+    if (owner & OWNER_FULL) {
+      remote_unmark_full(s, h);
+      if (s->used == 0)
+        heap_release_slab_locked(h, s);
+      else
+        partial_push(h, s);
+    } else if (s->used == 0) {
+      heap_slab_emptied(h, s);
+    }
     b = next;
   }
 }
@@ -381,6 +409,155 @@ static void heap_drain_delayed(heap_t *h, bool close) {
 void heap_flush_remote(heap_t *h) {
   if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
 }
+
+#if HEAP_XC_ENABLE
+/* ---- blocks kept by the thread that freed them ---------------------------- */
+
+/* Is n (a link read from a kept block) a marked block of a superslab? A
+ * link overwritten by a use after free is caught here before it is read
+ * through or handed out. */
+static bool heap_xc_marked(const block_t *n) {
+  /* Only the checked builds mark free blocks; the default build does not
+   * claim to catch an overwritten link. */
+#if HAK_CHECKED
+  return slab_block_is_free(NULL, n, false, true);
+#else
+  (void)n;
+  return true;
+#endif
+}
+static bool heap_xc_link_ok(const block_t *n) {
+  return ownmap_get(n) >= HAK_SMALL_SLAB_SHIFT && heap_xc_marked(n);
+}
+
+/* run[c] takes the geometry of s, the slab of the list's head: the pop's
+ * area test then accepts exactly the blocks of s. Only fields fixed while
+ * s is in use are read (its kept blocks keep it in use). */
+static void heap_xc_target(heap_t *h, unsigned c, const slab_t *s) {
+  slab_t *r = &h->xc.run[c];
+  r->area = s->area;
+  r->span = s->span;
+  r->div_mul = s->div_mul;
+  r->div_base = s->div_base;
+  r->bsize = s->bsize;
+  r->capacity = s->capacity;
+  r->cls = s->cls;
+}
+
+/* The direct table serves class c from run[c] (or again from the current slab). */
+static void heap_xc_open(heap_t *h, unsigned c) {
+  h->xc.live |= (uint64_t)1 << c;
+  if (h != heap_front.heap) return;
+  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++) heap_front.direct[b] = &h->xc.run[c];
+}
+static void heap_xc_close(heap_t *h, unsigned c) {
+  heap_xcache_t *xc = &h->xc;
+  xc->live &= ~((uint64_t)1 << c);
+  xc->n[c] = 0;
+  xc->run[c].used = 0;
+  if (h != heap_front.heap) return;
+  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++)
+    if (heap_front.direct[b] == &xc->run[c]) heap_front.direct[b] = h->front[c];
+}
+
+/* How many blocks class c's list holds (walked; a bad link is reported and
+ * the list cut there: the rest stays counted in use by its slabs, leaked,
+ * never handed out twice). */
+static unsigned heap_xc_len(heap_t *h, unsigned c) {
+  block_t *b = h->xc.run[c].free;
+  unsigned n = 0;
+  while (b != NULL) {
+    n++;
+    block_t *nx = blk_next(b);
+    if (nx != NULL && HAK_UNLIKELY(!heap_xc_link_ok(nx))) {
+      report_error("free", b, "heap corruption detected at");
+      blk_set_next(b, NULL);
+      break;
+    }
+    b = nx;
+  }
+  return n;
+}
+
+/* Send every block of class c home through the remote cache (batched per
+ * slab, one CAS per batch); links already checked by heap_xc_len. */
+static void heap_xc_spill(heap_t *h, unsigned c) {
+  block_t *b = h->xc.run[c].free;
+  h->xc.run[c].free = NULL;
+  int r = REMOTE_OK;
+  while (b != NULL) {
+    block_t *next = blk_next(b);
+    r |= remote_free(&h->rcache, ss_slab_of(b, ownmap_get(b)), b);
+    b = next;
+  }
+  if (r == REMOTE_ABANDONED) ss_abandon_note_free();
+  heap_xc_close(h, c);
+}
+
+void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
+  if (h != NULL) {
+    heap_xcache_t *xc = &h->xc;
+    unsigned c = s->cls;
+    slab_t *r = &xc->run[c];
+    /* Blocks held: pushes less pops (the pop counts in run[c].used). A
+     * full class sends the block home at once: the kept ones wait for the
+     * thread's allocations, and nothing is walked. */
+    uint32_t held = (uint16_t)(xc->n[c] - r->used);
+    if (((xc->want >> c) & 1) && held < HEAP_XC_CLASS_BLOCKS && (held + 1) * s->bsize <= HEAP_XC_CLASS_BYTES) {
+      blk_free(b, r->free);
+      r->free = b;
+      if (HAK_UNLIKELY(!slab_holds(r, b))) heap_xc_target(h, c, s);
+      xc->n[c]++;
+      return;
+    }
+  }
+  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED))
+    ss_abandon_note_free();
+}
+
+void *heap_xc_alloc(heap_t *h, unsigned cls) {
+  slab_t *r = &h->xc.run[cls];
+  block_t *b = r->free;
+  if (b != NULL && !slab_holds(r, b)) {
+    /* The list crossed into another slab (or, above 1 KiB, the first pop
+     * of a run): check the block as free_small checks a freed pointer,
+     * then follow it. */
+    unsigned v = ownmap_get(b);
+    slab_t *s = v >= HAK_SMALL_SLAB_SHIFT ? ss_slab_of(b, v) : NULL;
+    if (HAK_LIKELY(s != NULL && s->cls == cls && slab_holds(s, b) && slab_is_block_start(s, b) &&
+                   heap_xc_marked(b))) {
+      heap_xc_target(h, cls, s);
+    } else {
+      report_error("malloc", b, "heap corruption detected at");
+      r->free = b = NULL; /* the rest stays counted in use: leaked, never handed out twice */
+    }
+  }
+  if (b != NULL) return slab_pop(r, b);
+  /* The list ran out: back to the current slab. */
+  heap_xc_close(h, cls);
+  return heap_alloc_class(h, cls);
+}
+
+void *heap_xc_use(heap_t *h, unsigned cls) {
+  slab_t *f = h->front[cls];
+  if (slab_holds(f, f->free)) return heap_alloc_class(h, cls);
+  heap_xc_open(h, cls);
+  return heap_xc_alloc(h, cls);
+}
+
+void heap_xc_flush(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    if (h->xc.run[c].free != NULL) {
+      heap_xc_len(h, c);
+      heap_xc_spill(h, c);
+    } else if ((h->xc.live >> c) & 1) {
+      heap_xc_close(h, c);
+    }
+  }
+  h->xc.want = 0;
+}
+
+#endif /* HEAP_XC_ENABLE */
 
 /* ---- purge --------------------------------------------------------------- */
 
@@ -470,6 +647,7 @@ static void heap_maintain(heap_t *h) {
 void heap_drain_self(void) {
   heap_t *self = heap_front.self;
   if (self == NULL) return;
+  heap_xc_flush(self);
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
   heap_sweep_waiting(self);
@@ -756,6 +934,7 @@ static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
   if (h->shadow != NULL) heap_shadow_return(h);
+  heap_xc_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
   stats_thread_merge();
@@ -895,8 +1074,11 @@ size_t heap_remote_pending_bytes(void) {
   size_t total = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     uint32_t busy = __atomic_load_n(&h->rcache.busy, __ATOMIC_RELAXED);
-    for (; busy != 0; busy &= busy - 1)
-      total += __atomic_load_n(&h->rcache.way[__builtin_ctz(busy)].bytes, __ATOMIC_RELAXED);
+    for (; busy != 0; busy &= busy - 1) {
+      const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
+      const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
+      if (s != NULL) total += (size_t)__atomic_load_n(&w->n, __ATOMIC_RELAXED) * s->bsize;
+    }
   }
   return total;
 }

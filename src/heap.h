@@ -30,6 +30,38 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 /* Exhausted slabs a class keeps waiting before the oldest is marked full. */
 #define HEAP_WAITING_MAX 4
 
+/* Blocks of other threads' slabs that this thread freed and keeps to
+ * reuse (the freeing thread reuses what it frees: tcmalloc's thread cache
+ * idea on a slab-owning design). Per class one LIFO list, linked and marked
+ * like any free block (a second free of a kept block is seen as a double
+ * free), headed by a stand-in descriptor (run[cls]) that carries the
+ * geometry of the head block's slab: when the class's current slab runs
+ * out, the direct table points at it (until the list does), so malloc's
+ * one-branch pop serves them (a thread reuses foreign blocks only when it
+ * would otherwise refill: every kept block it frees again later is a
+ * foreign free, the slow way) and
+ * stops (its slab-area test fails) where the list crosses into another
+ * slab; the slow path then re-targets the stand-in at the next block's
+ * slab. The blocks stay counted in use by their slabs until they travel
+ * home, so no slab empties (or changes hands empty) under the cache. Owner
+ * thread only. A class holds at most HEAP_XC_CLASS_BLOCKS blocks or
+ * HEAP_XC_CLASS_BYTES: past that a foreign free goes home at once. */
+/* Off by default: measured (callgrind) fewer instructions on remote_mix and
+ * alltoall but more on rounds and xmalloc (docs/design.md, "Blocks that
+ * travel"); build with -DHEAP_XC_ENABLE=1 to turn it on. */
+#ifndef HEAP_XC_ENABLE
+#define HEAP_XC_ENABLE 0
+#endif
+#define HEAP_XC_CLASS_BYTES ((uint32_t)16384) /* per class */
+#define HEAP_XC_CLASS_BLOCKS 128u
+typedef struct heap_xcache {
+  /* run[c].free heads the list; run[c].used counts the pops (slab_pop) */
+  slab_t run[HAK_NCLASS];
+  uint16_t n[HAK_NCLASS]; /* pushes; held = n - run.used (16-bit) */
+  uint64_t want;   /* classes this thread allocates (set by its slow allocations) */
+  uint64_t live;   /* classes the direct table serves from run[] */
+} heap_xcache_t;
+
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];           /* the class's current slab */
@@ -53,6 +85,9 @@ typedef struct heap {
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
   remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
+#if HEAP_XC_ENABLE
+  heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
+#endif
   /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
    * per-class batch descriptor (shadow) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
@@ -106,6 +141,24 @@ HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not free (slab_block_is_free). */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
+#if HEAP_XC_ENABLE
+/* A block b of s (a live block start, not marked) freed by the calling
+ * thread, which does not own s; h is the thread's heap (NULL: none). It is
+ * kept for the thread's own allocations of the class when the thread
+ * allocates it, else (and on overflow) sent home through h's remote cache. */
+void heap_free_foreign(heap_t *h, slab_t *s, block_t *b);
+/* h keeps blocks of class cls (h->xc.run[cls].free != NULL): once the
+ * current slab has none left, they serve the class (the direct table
+ * points at run[cls]) until they run out. */
+void *heap_xc_use(heap_t *h, unsigned cls);
+/* Class cls is live in h's cache: a kept block, or (the list ran out)
+ * the direct table goes back to the current slab and the usual path serves. */
+void *heap_xc_alloc(heap_t *h, unsigned cls);
+/* Send every kept block home (into h's remote cache: flush that after). */
+void heap_xc_flush(heap_t *h);
+#else
+HAK_INLINE void heap_xc_flush(heap_t *h) { (void)h; }
+#endif
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */

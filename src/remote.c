@@ -61,11 +61,12 @@ static int remote_flush_way(remote_cache_t *rc, remote_pending_t *w) {
   int r = remote_publish(w->slab, w->head, w->tail, w->n);
   w->slab = NULL;
   w->head = w->tail = NULL;
-  w->n = w->bytes = 0;
+  w->n = 0;
+  w->room = 0;
   return r;
 }
 
-int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
+int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) {
   if (rc == NULL) {
     blk_free(b, NULL);
     return remote_publish(s, b, b, 1);
@@ -77,13 +78,15 @@ int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
     if (w->slab != NULL) r |= remote_flush_way(rc, w);
     w->slab = s;
     w->tail = b;
+    uint64_t room = (uint64_t)REMOTE_BATCH * s->bsize;
+    w->room = (int32_t)(room < REMOTE_BATCH_BYTES ? room : REMOTE_BATCH_BYTES);
     rc->busy |= (uint32_t)1 << i;
   }
   blk_free(b, w->head);
   w->head = b;
   w->n++;
-  w->bytes += s->bsize;
-  if (w->n >= REMOTE_BATCH || w->bytes >= REMOTE_BATCH_BYTES) r |= remote_flush_way(rc, w);
+  w->room -= (int32_t)s->bsize;
+  if (w->room <= 0) r |= remote_flush_way(rc, w);
   if (++rc->frees >= REMOTE_FLUSH_EVERY) r |= remote_flush(rc);
   return r;
 }

@@ -33,7 +33,9 @@ struct heap;
 typedef struct remote_pending {
   slab_t *slab;          /* NULL: way unused */
   block_t *head, *tail;  /* chain of blocks of slab, linked and marked */
-  uint32_t n, bytes;
+  uint32_t n;
+  int32_t room;          /* bytes left before the batch is published: starts at
+                            min(REMOTE_BATCH blocks, REMOTE_BATCH_BYTES) */
 } remote_pending_t;
 
 typedef struct remote_cache {
@@ -46,10 +48,28 @@ _Static_assert(REMOTE_WAYS <= 32, "busy is a 32-bit mask");
 /* What a publish found. */
 enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
 
+/* remote_free's other cases: no cache, a way taken by another slab, a
+ * batch to publish, the periodic flush. */
+int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) HAK_SLOW;
 /* Any thread that does not own s: hand b (not yet marked) to s's owner
  * through the cache rc (NULL: publish at once). Returns REMOTE_ABANDONED if
- * a publish reached a slab whose thread exited. */
-int remote_free(remote_cache_t *rc, slab_t *s, block_t *b);
+ * a publish reached a slab whose thread exited. Inline, the common case:
+ * the way already holds s's batch, which stays below its limits. */
+HAK_INLINE int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
+  if (HAK_LIKELY(rc != NULL)) {
+    remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
+    int32_t room = w->room - (int32_t)s->bsize;
+    if (HAK_LIKELY(w->slab == s && room > 0 && rc->frees < REMOTE_FLUSH_EVERY - 1)) {
+      blk_free(b, w->head);
+      w->head = b;
+      w->n++;
+      w->room = room;
+      rc->frees++;
+      return 0; /* REMOTE_OK */
+    }
+  }
+  return remote_free_slow(rc, s, b);
+}
 /* Publish every pending batch of rc. */
 int remote_flush(remote_cache_t *rc);
 /* Owner: move s's thread_free blocks onto its lists; returns how many. */
