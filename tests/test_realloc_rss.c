@@ -6,12 +6,13 @@
  * a generous multiple of the bytes they hold. Contents are checked at every
  * step. Linked against libhakmem.so; no timing assertions.
  *
- *   test_realloc_rss [inplace|many|all] [--scale=N]
+ *   test_realloc_rss [inplace|many|fragment|all] [--scale=N]
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,6 +114,42 @@ static void many(void)
         live_max / KiB);
 }
 
+/* 3. Arena blocks of one 64 KiB granule, many: 3000 buffers grown past the
+ * threshold (20 KiB each), every other one freed, the rest grown again and
+ * checked. The arenas' free-span tables then hold a gap beside every block
+ * (more than 1000 per arena), which the 1 MiB minimum of before never
+ * produced. */
+static void fragment(void)
+{
+  enum { N = 3000 };
+  static char *p[N];
+  for (unsigned i = 0; i < N; i++) {
+    p[i] = malloc(100);
+    CHECK(p[i] != NULL, "malloc(100)");
+    pat_fill(p[i], 100, i);
+    char *q = realloc(p[i], 20 * KiB);
+    CHECK(q != NULL, "realloc(20 KiB)");
+    CHECK(pat_check(q, 100, i) == (size_t)-1, "realloc lost buffer %u", i);
+    pat_fill(q, 20 * KiB, i);
+    p[i] = q;
+  }
+  for (unsigned i = 0; i < N; i += 2) {
+    free(p[i]);
+    p[i] = NULL;
+  }
+  for (unsigned i = 1; i < N; i += 2) {
+    char *q = realloc(p[i], 90 * KiB);
+    CHECK(q != NULL, "realloc(90 KiB)");
+    CHECK(pat_check(q, 20 * KiB, i) == (size_t)-1, "realloc lost buffer %u", i);
+    p[i] = q;
+  }
+  for (unsigned i = 1; i < N; i += 2) {
+    CHECK(malloc_usable_size(p[i]) >= 90 * KiB, "usable size of buffer %u", i);
+    free(p[i]);
+  }
+  printf("fragment: %u arena blocks, every other one freed, the rest regrown: ok\n", N);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = "all";
@@ -126,6 +163,7 @@ int main(int argc, char **argv)
   bool all = strcmp(part, "all") == 0;
   if (all || strcmp(part, "inplace") == 0) inplace();
   if (all || strcmp(part, "many") == 0) many();
+  if (all || strcmp(part, "fragment") == 0) fragment();
   printf("test_realloc_rss: ok\n");
   return 0;
 }
