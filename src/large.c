@@ -488,6 +488,8 @@ void *large_realloc(void *p, unsigned v, size_t size) {
       for (unsigned i = 0; i < a->nfree; i++) {
         arena_span_t *s = &a->free[i];
         if (s->start == start + have && s->count >= want - have) {
+          size_t b = (size_t)(want - have) << ARENA_GRAN_SHIFT;
+          if (s->dirty) arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
           s->start += want - have;
           s->count -= want - have;
           if (s->count == 0) arena_remove_span(a, i);
