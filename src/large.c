@@ -46,7 +46,10 @@ typedef struct large_hdr {
 #define ARENA_GRAN_SHIFT 16
 #define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
 #define ARENA_GRANS ((uint32_t)(ARENA_SIZE >> ARENA_GRAN_SHIFT))
-#define ARENA_MAX_FREE 132
+/* Blocks are at least one granule (realloc moves blocks of REALLOC_ARENA
+ * bytes and more here, see alloc_realloc), so free spans alternate with
+ * blocks at worst: half the granules, plus one. */
+#define ARENA_MAX_FREE (ARENA_GRANS / 2 + 2)
 #define ARENA_BLOCK_MAX ((size_t)32 << 20)
 
 typedef struct arena_span {
@@ -65,7 +68,7 @@ typedef struct large_arena {
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
 _Static_assert(sizeof(large_arena_t) <= ((size_t)1 << 16), "arena descriptor fits its granule");
-_Static_assert(ARENA_MAX_FREE > (ARENA_SIZE >> 20) + 1, "span table holds every gap");
+_Static_assert(ARENA_MAX_FREE > ARENA_GRANS / 2 + 1, "span table holds every gap");
 
 typedef struct large_slot {
   uint8_t *base;
@@ -151,9 +154,8 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
 }
 
 /* Give granules [start, start+count) back, merging with free neighbours.
- * Blocks are > 1 MiB (more than 16 granules), so an arena holds fewer than
- * 128 blocks and 129 free spans: the table never overflows. Under
- * large_lock. */
+ * Blocks are at least one granule, so an arena holds at most ARENA_GRANS/2
+ * gaps between blocks: the table never overflows. Under large_lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
   arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
@@ -230,7 +232,10 @@ static large_hdr_t *large_hdr_of(const void *p) {
 static bool large_valid(const void *p, unsigned v) {
   uintptr_t a = (uintptr_t)p;
   uintptr_t in = a & HAK_SS_MASK;
-  if (v == OWN_LARGE && in < LARGE_HDR) return false;
+  /* An arena block aligned to 64 KiB may start on a 4 MiB boundary, its
+   * header at the end of the region below: readable if that region is an
+   * arena's too (granule 0 of an arena holds its descriptor, never a block). */
+  if (v == OWN_LARGE && in < LARGE_HDR && ownmap_get((const uint8_t *)p - LARGE_HDR) != OWN_LARGE) return false;
   if (v == OWN_LARGE_FAR && in != 0) return false;
   if (v == OWN_LARGE_MAP) {
     const large_hdr_t *lead = (const large_hdr_t *)(a - in);
@@ -462,11 +467,15 @@ void *large_realloc(void *p, unsigned v, size_t size) {
   if (size > (size_t)PTRDIFF_MAX - off - os_page_size) return NULL;
   size_t need = align_up(off + size, os_page_size);
   if (h->arena != NULL) {
-    if (size <= HAK_SMALL_MAX) return NULL; /* a size class serves it better */
+    /* Below the realloc threshold a size class serves it better. */
+    if (size <= HAK_SMALL_MAX && (opt.realloc_arena == 0 || size < opt.realloc_arena)) return NULL;
     large_arena_t *a = h->arena;
     uint32_t have = (uint32_t)(h->map_size >> ARENA_GRAN_SHIFT);
     uint32_t want = (uint32_t)((need + ARENA_GRAN - 1) >> ARENA_GRAN_SHIFT);
     if (need > ARENA_BLOCK_MAX) return NULL;
+    /* A string grown by a few bytes per call mostly stays inside its span:
+     * no lock then (only the block's holder writes its header). */
+    if (want <= have && want >= have / 2) return p;
     uint32_t start = (uint32_t)((size_t)(h->base - a->base) >> ARENA_GRAN_SHIFT);
     bool ok = false;
     pthread_mutex_lock(&large_lock);
@@ -479,6 +488,8 @@ void *large_realloc(void *p, unsigned v, size_t size) {
       for (unsigned i = 0; i < a->nfree; i++) {
         arena_span_t *s = &a->free[i];
         if (s->start == start + have && s->count >= want - have) {
+          size_t b = (size_t)(want - have) << ARENA_GRAN_SHIFT;
+          if (s->dirty) arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
           s->start += want - have;
           s->count -= want - have;
           if (s->count == 0) arena_remove_span(a, i);

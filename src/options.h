@@ -68,6 +68,11 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "refill: larger means fewer slow-path calls, more memory touched ahead of use.")                        \
   X(SS_CACHE, ss_cache, UINT, uint64_t, 8, NULL, 0, 1024, NULL,                                             \
     "Empty 4 MiB superslabs kept (decommitted) for reuse instead of unmapped.")                             \
+  X(REALLOC_ARENA, realloc_arena, SIZE, size_t, (size_t)16 << 10, NULL, 0, (uint64_t)1 << 20, NULL,          \
+    "A block that realloc grows to at least this many bytes moves to the coalescing arenas of the "        \
+    "large blocks (with room to grow), where later growth extends it in place into the free span "        \
+    "after it and a freed one serves any size: a growing buffer no longer leaves a freed block in "       \
+    "every size class it passed through. 0: only blocks above 1 MiB live there.")                         \
   X(THP, thp, CHOICE, int, HAK_THP_DEFAULT, "default|always|never", 0, 0, NULL,                             \
     "Transparent huge pages for superslabs and arenas: the kernel's default, madvise "                      \
     "MADV_HUGEPAGE, or MADV_NOHUGEPAGE.")                                                                   \
