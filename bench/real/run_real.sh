@@ -147,7 +147,9 @@ case $ROW in
         sleep 0.1
       done
       [ $up = 1 ] && break
-      kill -KILL "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""
+      kill -KILL "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; st=$?; SERVER_PID=""
+      # a crash is not a busy port: say which signal, do not try again
+      [ $st -gt 128 ] && [ $st -ne 137 ] && die "redis-server crashed at start-up (SIG$(kill -l $((st - 128)) 2>/dev/null))"
     done
     [ $up = 1 ] || { tail -n3 "$WORK/redis.log" >&2; die "redis-server did not start (5 ports tried)"; }
     t0=$(now)
