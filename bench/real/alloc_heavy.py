@@ -6,6 +6,7 @@
 # formatting and joining, tuples and sets; keeps a sliding window of records so
 # objects of many ages are freed, and sorts/groups them. Prints a checksum and
 # the number of records built (the wrapper's ops).
+import os
 import sys
 
 
@@ -55,6 +56,9 @@ def round_(r, window, seed):
 
 
 def main():
+    # the row measures the process allocator: refuse to run on pymalloc
+    if sys.flags.ignore_environment or os.environ.get("PYTHONMALLOC") != "malloc":
+        sys.exit("alloc_heavy.py: run with PYTHONMALLOC=malloc and without -E/-I")
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     window, seed, total, check = [], 12345, 0, 0
     for r in range(rounds):

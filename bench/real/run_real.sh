@@ -2,7 +2,7 @@
 # bench/real/run_real.sh — times a real program from a Debian package under the
 # allocator the harness preloaded, and prints the harness's RESULT line.
 #   run_real.sh sqlite N    sqlite3 :memory: < SQL script of N rows (gen_sql.awk)
-#   run_real.sh python N    PYTHONMALLOC=malloc python3 alloc_heavy.py N (rounds)
+#   run_real.sh python N    PYTHONMALLOC=malloc python3 -s -S alloc_heavy.py N (rounds)
 #   run_real.sh gcc U F     gcc -O2 -c on U generated C files of F functions each
 #   run_real.sh redis N     redis-server on 127.0.0.1:random port, redis-benchmark
 #                           N requests per test (7 tests, 8 clients, pipeline 16)
@@ -98,8 +98,11 @@ case $ROW in
     N=${1:-30}
     PYBIN=/usr/bin/python3 # Debian's, not a pyenv or venv one
     [ -x $PYBIN ] || missing python3
-    warm env PYTHONMALLOC=malloc $PYBIN -I -S "$HERE/alloc_heavy.py" 1
-    run_measured env PYTHONMALLOC=malloc $PYBIN -I -S "$HERE/alloc_heavy.py" "$N"
+    # not -I/-E: they make python ignore PYTHONMALLOC (pymalloc would serve
+    # every small object and the allocator would hardly be called)
+    pyenv=(env -u PYTHONPATH -u PYTHONHOME -u PYTHONSTARTUP -u PYTHONDEVMODE PYTHONMALLOC=malloc)
+    warm "${pyenv[@]}" $PYBIN -s -S "$HERE/alloc_heavy.py" 1
+    run_measured "${pyenv[@]}" $PYBIN -s -S "$HERE/alloc_heavy.py" "$N"
     fail_if_rc
     OPS=$(sed -n 's/^records=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=records
     [ -n "$OPS" ] || die "python printed no record count" ;;
