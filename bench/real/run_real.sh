@@ -138,7 +138,7 @@ case $ROW in
     TESTS=set,get,incr,lpush,rpop,sadd,hset
     OPS=$((N * 7)); UNIT=requests
     up=0
-    for try in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
       PORT=$((20000 + RANDOM % 40000))
       env LD_PRELOAD="$PRE" redis-server --port "$PORT" --bind 127.0.0.1 --protected-mode yes \
         --save '' --appendonly no --daemonize no --dir "$WORK" --logfile "$WORK/redis.log" \

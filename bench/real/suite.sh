@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/real/suite.sh — sourced by bench/run.sh when real-program rows
 # (real_sqlite, real_python, real_gcc, real_redis: "real/run_real.sh ROW ...")
 # are in the selected suite. Owns which Debian package each row needs:
