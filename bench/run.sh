@@ -105,6 +105,10 @@ SUITE_FULL=(
   "xmalloc_16t||bench_xmalloc 8 8 800 8 512 32"
   "thread_churn_16t||bench_thread_churn 300 16 500 16 4096"
   "thread_churn_64t||bench_thread_churn 80 64 500 16 4096"
+  "real_sqlite||real/run_real.sh sqlite 120000"
+  "real_python||real/run_real.sh python 80"
+  "real_gcc||real/run_real.sh gcc 2 60"
+  "real_redis||real/run_real.sh redis 200000"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -149,6 +153,10 @@ SUITE_QUICK=(
   "xmalloc_16t||bench_xmalloc 8 8 300 8 512 32"
   "thread_churn_16t||bench_thread_churn 100 16 500 16 4096"
   "thread_churn_64t||bench_thread_churn 25 64 500 16 4096"
+  "real_sqlite||real/run_real.sh sqlite 40000"
+  "real_python||real/run_real.sh python 25"
+  "real_gcc||real/run_real.sh gcc 2 20"
+  "real_redis||real/run_real.sh redis 60000"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(
@@ -201,6 +209,8 @@ if [ $INSTALL = 1 ]; then
   command -v gnuplot >/dev/null 2>&1 || pkgs+=(gnuplot-nox)
   [ -x /usr/bin/time ] || pkgs+=(time)
   [ $INSTR = 1 ] && ! command -v valgrind >/dev/null 2>&1 && pkgs+=(valgrind)
+  # the real-program rows (bench/real/suite.sh) that are selected
+  [[ " ${SUITE[*]} " == *"real/run_real.sh"* ]] && . "$ROOT/bench/real/suite.sh" && real_packages
   if [ ${#pkgs[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo -n"
@@ -318,6 +328,8 @@ for row in "${ALLOC_ROWS[@]}"; do
     [ -n "$ver" ] && LIB_VERSION[$name]=$ver
   fi
 done
+# real-program rows whose program is not installed: a note, not a failure
+[[ " ${SUITE[*]} " == *"real/run_real.sh"* ]] && . "$ROOT/bench/real/suite.sh" && real_drop_missing
 for n in "${MISSING_NOTES[@]+"${MISSING_NOTES[@]}"}"; do say "!! $n"; done
 if [ ${#OK_ROWS[@]} -eq 0 ]; then say "run.sh: no allocator can be measured"; exit 1; fi
 
@@ -362,6 +374,8 @@ machine_info() {
 }
 
 now() { date +%s.%N; }
+# programs are in $BENCH_BIN; real/... are the wrappers of bench/real/
+bench_prog() { case $1 in real/*) printf '%s\n' "$ROOT/bench/$1" ;; *) printf '%s\n' "$BENCH_BIN/$1" ;; esac; }
 fmt_rate() { awk -v x="$1" 'BEGIN{ if (x>=1e9) printf "%.2f G", x/1e9; else if (x>=1e6) printf "%.2f M", x/1e6; else if (x>=1e3) printf "%.1f k", x/1e3; else printf "%.0f ", x }'; }
 
 # ------------------------------------------------------------ --instr mode
@@ -484,7 +498,7 @@ for e in "${SUITE[@]}"; do
       t0=$(now)
       # shellcheck disable=SC2086
       timeout -k 5 "$TIMEOUT" $tw env -u LD_PRELOAD $benv $envs ${pre:+LD_PRELOAD=$pre} \
-        "$BENCH_BIN/$prog" $args >"$TMP/out" 2>"$TMP/err"
+        "$(bench_prog "$prog")" $args >"$TMP/out" 2>"$TMP/err"
       rc=$?
       wall=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.3f", a-b}')
       res=$(grep '^RESULT ' "$TMP/out" | head -n1)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/real/selftest.sh LIBHAKMEM — the CTest test_bench_real: run_real.sh
+# proves which malloc a real program ran on. Small inputs, a few seconds:
+#  - sqlite3 and python3 (a non-PIE executable whose PLT stub is the canonical
+#    "malloc") under LIBHAKMEM: malloc_path is LIBHAKMEM's real file, and the
+#    output checksum equals the glibc run's;
+#  - gcc under LIBHAKMEM: every process (gcc, cc1, as) agrees on LIBHAKMEM;
+#  - a preload that does not exist: malloc_from=libc.so.6 (the harness then
+#    marks the run "wrong allocator"), not the allocator it was meant to be.
+# Exit 77 (skipped) when none of sqlite3, python3, gcc is installed.
+set -uo pipefail
+LIB=$(readlink -f "${1:?usage: selftest.sh path/to/libhakmem.so}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+command -v cc >/dev/null 2>&1 || { echo "SKIP: no cc to build the probe"; exit 77; }
+export HAKMEM_REAL_DIR
+HAKMEM_REAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hakmem-real-selftest.XXXXXX")
+trap 'rm -rf "$HAKMEM_REAL_DIR"' EXIT
+fails=0 ran=0
+field() { printf '%s\n' "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
+expect() { # expect WHAT GOT WANT
+  if [ "$2" = "$3" ]; then echo "ok   $1: $2"; else echo "FAIL $1: got '$2', want '$3'"; fails=$((fails + 1)); fi
+}
+run() { env -u LD_PRELOAD ${1:+LD_PRELOAD=$1} bash "$HERE/run_real.sh" "${@:2}" 2>/dev/null | grep '^RESULT '; }
+
+if command -v sqlite3 >/dev/null 2>&1; then
+  ran=1
+  h=$(run "$LIB" sqlite 2000); g=$(run "" sqlite 2000)
+  expect "sqlite under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "sqlite under glibc: malloc_from" "$(field "$g" malloc_from)" libc.so.6
+  expect "sqlite: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  w=$(run /nonexistent/libhakmem.so sqlite 2000)
+  expect "sqlite with a missing preload: malloc_from" "$(field "$w" malloc_from)" libc.so.6
+fi
+if [ -x /usr/bin/python3 ]; then
+  ran=1
+  h=$(run "$LIB" python 2); g=$(run "" python 2)
+  expect "python under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "python: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+fi
+if command -v gcc >/dev/null 2>&1; then
+  ran=1
+  h=$(run "$LIB" gcc 1 5)
+  expect "gcc under hakmem: malloc_path (all processes agree)" "$(field "$h" malloc_path)" "$LIB"
+  n=$(field "$h" processes)
+  [ "${n:-0}" -ge 3 ] && echo "ok   gcc: $n processes probed" || { echo "FAIL gcc: ${n:-0} processes probed, want >= 3"; fails=$((fails + 1)); }
+fi
+[ $ran = 1 ] || { echo "SKIP: none of sqlite3, python3, gcc is installed"; exit 77; }
+[ $fails = 0 ]
