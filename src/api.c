@@ -126,7 +126,7 @@ HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t size) {
 }
 HAK_EXPORT void *hak_valloc(size_t size) { return API_OUT(alloc_valloc(size)); }
 HAK_EXPORT void *hak_pvalloc(size_t size) { return API_OUT(alloc_pvalloc(size)); }
-HAK_EXPORT size_t hak_usable_size(const void *p) { return alloc_usable_size(p); }
+HAK_EXPORT size_t hak_usable_size(const void *p) { return front_usable_size(p); }
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
 
@@ -173,7 +173,7 @@ HAK_ALIAS(cfree, hak_free);
 /* glibc's introspection calls, answered from hakmem's figures. */
 #include <malloc.h>
 /* A function, not an alias: glibc declares it without const. */
-HAK_EXPORT size_t malloc_usable_size(void *p) { return alloc_usable_size(p); }
+HAK_EXPORT size_t malloc_usable_size(void *p) { return front_usable_size(p); }
 HAK_EXPORT void malloc_stats(void) { hak_stats_print(stderr); }
 
 HAK_EXPORT struct mallinfo2 mallinfo2(void) {

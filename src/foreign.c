@@ -10,6 +10,7 @@
 #include "os.h"
 
 #include <dlfcn.h>
+#include <gnu/lib-names.h>
 #include <malloc.h>
 #include <stdlib.h>
 
@@ -30,6 +31,19 @@ static void *foreign_sym(const char *name) {
   return f;
 }
 
+/* glibc's own definition of name. RTLD_NEXT finds the next object that
+ * defines it, which is not glibc when the program links another allocator
+ * (Debian's redis-server links jemalloc): jemalloc's malloc_usable_size
+ * handed a glibc block crashes. glibc's handle is opened without loading
+ * anything (RTLD_NOLOAD); RTLD_NEXT stays the fallback on other C
+ * libraries. */
+static void *foreign_libc_sym(const char *name) {
+  static void *libc;
+  if (libc == NULL) libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+  void *f = libc != NULL ? dlsym(libc, name) : NULL;
+  return f != NULL ? f : dlsym(RTLD_NEXT, name);
+}
+
 /* Set once glibc's allocator is known to hold blocks (sticky). */
 static _Atomic bool foreign_in_use;
 
@@ -40,10 +54,10 @@ static void foreign_note_use(void) {
 
 static bool foreign_has_blocks(void) {
   if (atomic_load_explicit(&foreign_in_use, memory_order_relaxed)) return true;
-  /* glibc's own accounting (our library does not define mallinfo2, so the
-   * next definition is glibc's). Blocks from before hakmem was loaded, or
+  /* glibc's own accounting (libhakmem.so defines mallinfo2 too: the
+   * lookup asks glibc's object itself). Blocks from before hakmem was loaded, or
    * from direct __libc_malloc calls, show up here. */
-  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))dlsym(RTLD_NEXT, "mallinfo2");
+  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))foreign_libc_sym("mallinfo2");
   if (mi == NULL) return true; /* cannot tell: trust the caller */
   struct mallinfo2 m = mi();
   if (m.uordblks == 0 && m.hblkhd == 0) return false;
@@ -94,6 +108,7 @@ void foreign_free(void *p) {
 size_t foreign_usable_size(void *p) {
   static size_t (*next)(void *);
   if (p == NULL) return 0;
+  if (next == NULL) next = (size_t(*)(void *))foreign_libc_sym("malloc_usable_size");
   if (next == NULL) next = (size_t(*)(void *))foreign_sym("malloc_usable_size");
   return next(p);
 }

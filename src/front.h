@@ -14,7 +14,8 @@
  * HAK_CHECKED) the head must lie in its slab (which also rejects a
  * corrupted link), the pop clears the block's free mark, and free tests
  * that p starts a block (a multiply, no division) and is not marked free
- * (a double free in any order). No locks, no atomic read-modify-writes, no
+ * (a double free in any order). malloc_usable_size of such a block takes
+ * free's tests and reads the block size. No locks, no atomic read-modify-writes, no
  * option reads, no counters. Everything else is one call: alloc_slow or
  * free_slow.
  * May call: alloc.c's slow paths.
@@ -30,6 +31,7 @@
 void *alloc_slow(size_t size) HAK_SLOW;
 void free_slow(void *p) HAK_SLOW;
 void alloc_slab_emptied(slab_t *s) HAK_COLD;
+size_t alloc_usable_size(const void *p);
 
 HAK_INLINE void *front_malloc(size_t size) {
   /* Sizes above 1 KiB select the last bucket, which always holds the empty
@@ -73,5 +75,20 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
 }
 
 HAK_INLINE void front_free(void *p) { front_free_to(p, free_slow); }
+
+/* malloc_usable_size of a block of one of the calling thread's slabs: the
+ * free hit path's tests, then the block size. Programs that account their
+ * memory call it about twice per allocation (redis does); everything else,
+ * with its checks and reports, is alloc_usable_size. */
+HAK_INLINE size_t front_usable_size(const void *p) {
+  unsigned shift = ownmap_load((uintptr_t)p);
+  if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
+    const slab_t *s = ss_slab_of(p, shift);
+    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID() &&
+                   slab_hit_is_block_start(s, p) && !slab_block_is_free(s, p, true, false)))
+      return s->bsize;
+  }
+  return alloc_usable_size(p);
+}
 
 #endif
