@@ -97,16 +97,6 @@ static size_t proc_read(const char *path, char *buf, size_t cap)
   return got;
 }
 
-/* VmRSS in bytes via /proc/self/statm */
-static size_t rss_raw(void)
-{
-  char buf[128];
-  CHECK(proc_read("/proc/self/statm", buf, sizeof buf) > 0, "empty statm");
-  char *p = buf;
-  while (*p && *p != ' ') p++;
-  return (size_t)strtoul(p, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* number of threads of this process ("Threads:" of /proc/self/status) */
 static long threads_raw(void)
 {
@@ -216,7 +206,7 @@ static size_t idle_wait(unsigned total, size_t bound, double *first)
   *first = -1;
   for (;;) {
     double t = now_ms() - t0;
-    size_t r = rss_raw();
+    size_t r = tu_rss_bytes();
     if (*first < 0 && r <= bound) *first = t;
     if (t >= total) return r;
     sleep_ms(5);
@@ -412,7 +402,7 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
   size_t n;
   double t0 = now_ms();
   node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 8, 4 * MiB, seed, &n);
-  size_t peak = rss_raw();
+  size_t peak = tu_rss_bytes();
   node_list_free(h);
   double tf = now_ms() - t0;
   double first;
@@ -433,7 +423,7 @@ static void part_background(void)
   printf("background: HAKMEM_PURGE_DELAY_MS=%u, HAKMEM_BACKGROUND_THREAD=%s, %u round(s) of %zu MiB\n", delay_ms(),
          bg_opt(), g_rounds, g_mib);
   fflush(stdout);
-  size_t base = rss_raw();
+  size_t base = tu_rss_bytes();
   printf("background: baseline RSS %.1f MiB, threads %ld\n", mib(base), threads_raw());
   fflush(stdout);
   for (unsigned r = 0; r < g_rounds; r++) {
@@ -449,7 +439,7 @@ static void part_nobackground(void)
   printf("nobackground: HAKMEM_PURGE_DELAY_MS=%u, HAKMEM_BACKGROUND_THREAD=%s, %zu MiB\n", delay_ms(), bg_opt(),
          g_mib);
   fflush(stdout);
-  size_t base = rss_raw();
+  size_t base = tu_rss_bytes();
   printf("nobackground: baseline RSS %.1f MiB, threads %ld\n", mib(base), threads_raw());
   fflush(stdout);
   for (unsigned r = 0; r < 2; r++) {
@@ -460,7 +450,7 @@ static void part_nobackground(void)
     double t0 = now_ms();
     if (r == 0) malloc_trim(0); else hak_collect(1);
     double tt = now_ms() - t0;
-    size_t after = rss_raw();
+    size_t after = tu_rss_bytes();
     int ok = after <= base + slack;
     printf("nobackground round %u: after %s (%.1f ms): RSS %.1f MiB (%+.1f)  %s\n", r, how, tt, mib(after),
            mib(after) - mib(base), ok ? "ok" : "FAIL");
@@ -477,7 +467,7 @@ static void part_nobackground(void)
 static size_t fork_phase(uint64_t seed, size_t *peak, double *first, size_t bound)
 {
   node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 4, 4 * MiB, seed, NULL);
-  *peak = rss_raw();
+  *peak = tu_rss_bytes();
   node_list_free(h);
   return idle_wait(10 * delay_ms(), bound, first);
 }
@@ -487,7 +477,7 @@ static void part_fork(void)
   printf("fork: HAKMEM_PURGE_DELAY_MS=%u, HAKMEM_BACKGROUND_THREAD=%s, %u forks, %zu MiB per phase\n", delay_ms(),
          bg_opt(), g_forks, g_mib);
   fflush(stdout);
-  size_t base = rss_raw();
+  size_t base = tu_rss_bytes();
   for (unsigned f = 0; f < g_forks; f++) {
     /* a phase freed just now: in its decay window when we fork */
     node_t *pre = phase_alloc(64 * MiB, 16, 256 * KiB, 2, 4 * MiB, 300 + f, NULL);
@@ -498,7 +488,7 @@ static void part_fork(void)
     pid_t pid = fork();
     CHECK(pid >= 0, "fork: errno %d", errno);
     if (pid == 0) {
-      size_t cbase = rss_raw(), peak;
+      size_t cbase = tu_rss_bytes(), peak;
       double first;
       size_t after = fork_phase(400 + f, &peak, &first, cbase + slack);
       int ok = after <= cbase + slack;

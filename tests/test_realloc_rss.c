@@ -22,16 +22,6 @@
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
 
-static size_t rss_bytes(void)
-{
-  FILE *f = fopen("/proc/self/statm", "r");
-  CHECK(f != NULL, "open /proc/self/statm");
-  unsigned long size = 0, res = 0;
-  CHECK(fscanf(f, "%lu %lu", &size, &res) == 2, "parse statm");
-  fclose(f);
-  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned scale = 1;
 
 /* 1. One string grown by 100-byte appends from 16 B to 8 MiB: past 64 KiB
@@ -76,7 +66,7 @@ static void many(void)
   static size_t len[B], lim[B];
   rng_t r;
   rng_seed(&r, 18);
-  size_t base = rss_bytes(), peak = base, live = 0, live_max = 0;
+  size_t base = tu_rss_bytes(), peak = base, live = 0, live_max = 0;
   for (uint64_t i = 0; i < 2000000ull * scale; i++) {
     unsigned k = (unsigned)rng_below(&r, B);
     if (p[k] == NULL) {
@@ -102,7 +92,7 @@ static void many(void)
       p[k] = NULL;
     }
     if ((i & 4095) == 0) {
-      size_t now = rss_bytes();
+      size_t now = tu_rss_bytes();
       if (now > peak) peak = now;
     }
   }

@@ -20,16 +20,6 @@
 
 #define MiB ((size_t)1024 * 1024)
 
-static size_t rss_bytes(void)
-{
-  FILE *f = fopen("/proc/self/statm", "r");
-  CHECK(f != NULL, "open /proc/self/statm");
-  unsigned long size = 0, res = 0;
-  CHECK(fscanf(f, "%lu %lu", &size, &res) == 2, "parse statm");
-  fclose(f);
-  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned scale = 1;
 
 /* 1. single thread: allocate ~48 MiB in mixed sizes, touch, free; repeat */
@@ -51,7 +41,7 @@ static void single_thread(size_t base)
       total += sz;
       n++;
     }
-    size_t now = rss_bytes();
+    size_t now = tu_rss_bytes();
     if (now > peak) peak = now;
     for (int i = 0; i < n; i++) free(p[(round & 1) ? i : n - 1 - i]);
   }
@@ -105,7 +95,7 @@ static void cross_thread(size_t base)
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
     if ((i & 4095) == 0) {
-      size_t now = rss_bytes();
+      size_t now = tu_rss_bytes();
       if (now > peak) peak = now;
     }
   }
@@ -158,7 +148,7 @@ static void thread_exit(size_t base)
       free(keep);
     }
     if ((i & 63) == 0) {
-      size_t now = rss_bytes();
+      size_t now = tu_rss_bytes();
       if (now > peak) peak = now;
     }
   }
@@ -179,10 +169,10 @@ static void collect(void)
     CHECK(p[i] != NULL, "malloc(%zu)", sz);
     memset(p[i], 4, sz);
   }
-  size_t full = rss_bytes();
+  size_t full = tu_rss_bytes();
   for (int i = 0; i < N; i++) free(p[i]);
   hak_collect(1);
-  size_t after = rss_bytes();
+  size_t after = tu_rss_bytes();
   printf("collect: RSS %.1f MiB with 160 MiB live, %.1f MiB after free + hak_collect(1)\n", (double)full / MiB,
          (double)after / MiB);
   CHECK(full - after > 100 * MiB || after < full / 3,
@@ -198,14 +188,14 @@ int main(int argc, char **argv)
   CHECK(OWNS(probe), "malloc is not hakmem's");
   free(probe);
   hak_collect(1);
-  size_t base = rss_bytes();
+  size_t base = tu_rss_bytes();
   printf("test_rss: baseline RSS %.1f MiB\n", (double)base / MiB);
   single_thread(base);
   hak_collect(1);
-  base = rss_bytes();
+  base = tu_rss_bytes();
   cross_thread(base);
   hak_collect(1);
-  base = rss_bytes();
+  base = tu_rss_bytes();
   thread_exit(base);
   collect();
   printf("test_rss: passed\n");

@@ -41,22 +41,6 @@
 
 #define MiB ((size_t)1 << 20)
 
-/* VmRSS via open/read into a stack buffer: no allocation */
-static size_t rss_raw(void)
-{
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  CHECK(fd >= 0, "open statm");
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  CHECK(n > 0, "read statm");
-  buf[n] = 0;
-  char *p = buf;
-  while (*p && *p != ' ') p++;
-  unsigned long res = strtoul(p, NULL, 10);
-  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned delay_ms(void)
 {
   const char *e = getenv("HAKMEM_PURGE_DELAY_MS");
@@ -125,11 +109,11 @@ static size_t followup(const char *what, size_t before)
     free(w);
     sleep_ms(idle_ms());
   }
-  size_t a = rss_raw();
+  size_t a = tu_rss_bytes();
   hak_collect(0);
-  size_t b = rss_raw();
+  size_t b = tu_rss_bytes();
   hak_collect(1);
-  size_t c = rss_raw();
+  size_t c = tu_rss_bytes();
   printf("%-7s (info) after 3 more malloc/free calls: %.1f MiB, after hak_collect(0): %.1f MiB, after "
          "hak_collect(1): %.1f MiB (before: %.1f)\n", what, mib(a), mib(b), mib(c), mib(before));
   return a;
@@ -137,24 +121,24 @@ static size_t followup(const char *what, size_t before)
 
 static void part_small(void)
 {
-  size_t before = rss_raw(), n;
+  size_t before = tu_rss_bytes(), n;
   node_t *h = alloc_list(g_bytes, 64, 64, 1, &n);
-  size_t peak = rss_raw();
+  size_t peak = tu_rss_bytes();
   node_list_free(h);
   sleep_ms(idle_ms());
-  size_t after = rss_raw(); /* no allocator call since the last free */
+  size_t after = tu_rss_bytes(); /* no allocator call since the last free */
   printf("small:  %zu blocks of 64 B\n", n);
   verdict("small", before, peak, after, 16 * MiB);
 }
 
 static void part_mixed(void)
 {
-  size_t before = rss_raw(), n;
+  size_t before = tu_rss_bytes(), n;
   node_t *h = alloc_list(g_bytes, 16, 32768, 2, &n);
-  size_t peak = rss_raw();
+  size_t peak = tu_rss_bytes();
   node_list_free(h);
   sleep_ms(idle_ms());
-  size_t after = rss_raw();
+  size_t after = tu_rss_bytes();
   printf("mixed:  %zu blocks of 16 B..32 KiB\n", n);
   verdict("mixed", before, peak, after, 16 * MiB);
 }
@@ -170,14 +154,14 @@ static void *remote_alloc(void *arg)
 
 static void part_remote(void)
 {
-  size_t before = rss_raw();
+  size_t before = tu_rss_bytes();
   pthread_t t;
   CHECK(pthread_create(&t, NULL, remote_alloc, NULL) == 0, "pthread_create");
   pthread_join(t, NULL); /* the allocating thread has exited */
-  size_t peak = rss_raw();
+  size_t peak = tu_rss_bytes();
   node_list_free(remote_list);
   sleep_ms(idle_ms());
-  size_t after = rss_raw();
+  size_t after = tu_rss_bytes();
   printf("remote: %zu blocks of 16 B..1 KiB allocated by an exited thread, freed by main\n", remote_n);
   verdict("remote", before, peak, after, 16 * MiB);
   followup("remote", before);
@@ -193,14 +177,14 @@ static void *idle_free(void *arg)
 
 static void part_idle(void)
 {
-  size_t before = rss_raw(), n;
+  size_t before = tu_rss_bytes(), n;
   idle_list = alloc_list(g_bytes, 16, 1024, 4, &n);
-  size_t peak = rss_raw();
+  size_t peak = tu_rss_bytes();
   pthread_t t;
   CHECK(pthread_create(&t, NULL, idle_free, NULL) == 0, "pthread_create");
   pthread_join(t, NULL); /* the freeing thread has exited; the owner (main) only sleeps */
   sleep_ms(idle_ms());
-  size_t after = rss_raw();
+  size_t after = tu_rss_bytes();
   printf("idle:   %zu blocks of 16 B..1 KiB owned by the (idle) main thread, freed by another thread\n", n);
   printf("idle    RSS before %7.1f MiB, peak %7.1f MiB, after the other thread's frees + %u ms: %6.1f MiB "
          "(owner made no call: not asserted)\n", mib(before), mib(peak), idle_ms(), mib(after));
@@ -208,7 +192,7 @@ static void part_idle(void)
   void *w = malloc(32);
   free(w);
   sleep_ms(idle_ms());
-  size_t after2 = rss_raw();
+  size_t after2 = tu_rss_bytes();
   printf("idle    after one malloc(32)/free by the owner + %u ms: %.1f MiB (fast path only: not asserted)\n",
          idle_ms(), mib(after2));
   /* a few slow-path calls by the owner collect the remote frees and purge */
@@ -218,7 +202,7 @@ static void part_idle(void)
 
 static void part_phases(void)
 {
-  size_t base = rss_raw();
+  size_t base = tu_rss_bytes();
   /* rounds 1..R-1 (round 0 starts from an empty process) split into a first
    * half A and a second half B; the cached amount varies from phase to phase
    * (which spans and mappings happen to be kept), so halves are compared:
@@ -233,20 +217,20 @@ static void part_phases(void)
   for (unsigned r = 0; r < g_rounds; r++) {
     size_t n, pk[3], af[3];
     node_t *h = alloc_list(g_bytes / 4, 16, 512, 10 + r, &n);
-    pk[0] = rss_raw();
+    pk[0] = tu_rss_bytes();
     node_list_free(h);
     sleep_ms(idle_ms());
-    af[0] = rss_raw();
+    af[0] = tu_rss_bytes();
     h = alloc_list(g_bytes / 4, 1024, 1 << 20, 20 + r, &n);
-    pk[1] = rss_raw();
+    pk[1] = tu_rss_bytes();
     node_list_free(h);
     sleep_ms(idle_ms());
-    af[1] = rss_raw();
+    af[1] = tu_rss_bytes();
     h = alloc_list(g_bytes / 4, 2 << 20, 24 << 20, 30 + r, &n);
-    pk[2] = rss_raw();
+    pk[2] = tu_rss_bytes();
     node_list_free(h);
     sleep_ms(idle_ms());
-    af[2] = rss_raw();
+    af[2] = tu_rss_bytes();
     printf("phases: %5u %12.1f %11.1f %12.1f %12.1f %11.1f %11.1f\n", r, mib(pk[0]), mib(af[0]), mib(pk[1]),
            mib(af[1]), mib(pk[2]), mib(af[2]));
     fflush(stdout);

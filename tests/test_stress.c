@@ -46,16 +46,6 @@ static double now_s(void)
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static size_t rss_bytes(void)
-{
-  FILE *f = fopen("/proc/self/statm", "r");
-  CHECK(f != NULL, "open statm");
-  unsigned long size = 0, res = 0;
-  CHECK(fscanf(f, "%lu %lu", &size, &res) == 2, "parse statm");
-  fclose(f);
-  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 typedef struct blk {
   struct blk *next; /* mailbox link (inside the block: blocks are >= 16 B) */
   size_t n;
@@ -297,14 +287,14 @@ static void part_churn(void)
   unsigned long long warm = g_count / 20 < 1000 ? g_count / 20 : 1000;
   churn_batch(0, warm, width);
   usleep(100 * 1000);
-  size_t rss0 = rss_bytes();
+  size_t rss0 = tu_rss_bytes();
   size_t peak = rss0;
   unsigned long long step = (g_count - warm) / 10 + 1;
   printf("churn: RSS after %llu warm-up threads: %.1f MiB\n", warm, (double)rss0 / MiB);
   for (unsigned long long i = warm; i < g_count; i += step) {
     unsigned long long to = i + step < g_count ? i + step : g_count;
     churn_batch(i, to, width);
-    size_t now = rss_bytes();
+    size_t now = tu_rss_bytes();
     if (now > peak) peak = now;
     printf("churn: %7llu threads: RSS %.1f MiB\n", to, (double)now / MiB);
     fflush(stdout);
@@ -312,7 +302,7 @@ static void part_churn(void)
   atomic_store(&churn_stop, 1);
   for (unsigned i = 0; i < SURV; i++) pthread_join(sv[i], NULL);
   usleep(100 * 1000);
-  size_t rss1 = rss_bytes();
+  size_t rss1 = tu_rss_bytes();
   CHECK(atomic_load(&churn_handed) == atomic_load(&churn_surv_freed), "handed %llu blocks to survivors, %llu freed",
         (unsigned long long)atomic_load(&churn_handed), (unsigned long long)atomic_load(&churn_surv_freed));
   double growth = ((double)peak - (double)rss0) / MiB;

@@ -182,15 +182,6 @@ static void *thread_fn(void *arg)
   return NULL;
 }
 
-static size_t rss_bytes(void)
-{
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long s = 0, r = 0;
-  CHECK(f && fscanf(f, "%lu %lu", &s, &r) == 2, "statm");
-  fclose(f);
-  return (size_t)r * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned long long drain(void)
 {
   pthread_mutex_lock(&out_mu);
@@ -253,9 +244,9 @@ int main(int argc, char **argv)
     }
     for (unsigned i = 0; i < width; i++) pthread_join(th[i], NULL);
     freed += drain();
-    if (r == rounds / 10) rss0 = rss_bytes();
+    if (r == rounds / 10) rss0 = tu_rss_bytes();
     if (r > rounds / 10) {
-      size_t now = rss_bytes();
+      size_t now = tu_rss_bytes();
       if (now > peak) peak = now;
     }
   }

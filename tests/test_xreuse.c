@@ -230,20 +230,6 @@ static void part_exit(void)
 
 /* ---- many ---- */
 
-static size_t rss_bytes(void)
-{
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  CHECK(fd >= 0, "open statm");
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  CHECK(n > 0, "read statm");
-  buf[n] = 0;
-  char *p = buf;
-  while (*p && *p != ' ') p++;
-  return (size_t)strtoul(p, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 #define MANY 64
 static pthread_barrier_t g_many_bar;
 static queue_t g_many_q[MANY];
@@ -264,7 +250,7 @@ static void *many_run(void *arg)
     xb_t got;
     if (q_pop(&g_many_q[id], &got)) xb_free(got);
   }
-  size_t rss = rss_bytes(), peak = atomic_load(&g_many_peak);
+  size_t rss = tu_rss_bytes(), peak = atomic_load(&g_many_peak);
   while (rss > peak && !atomic_compare_exchange_weak(&g_many_peak, &peak, rss)) {}
   pthread_barrier_wait(&g_many_bar); /* everyone still alive here */
   xb_t got;
@@ -277,7 +263,7 @@ static void *many_run(void *arg)
 
 static void part_many(void)
 {
-  size_t start = rss_bytes();
+  size_t start = tu_rss_bytes();
   for (unsigned i = 0; i < MANY; i++) q_init(&g_many_q[i]);
   atomic_store(&g_many_peak, 0);
   pthread_barrier_init(&g_many_bar, NULL, MANY);

@@ -19,6 +19,26 @@
 #include "check.h"
 #include "hakmem.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+/* The process's resident bytes (/proc/self/statm), read with open/read into
+ * a stack buffer: no allocation, so it may be called between any two
+ * allocator calls (and in a forked child). */
+static inline size_t tu_rss_bytes(void)
+{
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY);
+  CHECK(fd >= 0, "open /proc/self/statm");
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  CHECK(n > 0, "read /proc/self/statm");
+  buf[n] = 0;
+  char *q = buf;
+  while (*q && *q != ' ') q++;
+  return (size_t)strtoul(q, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 #ifdef USE_HAK_API
 #define malloc hak_malloc
 #define calloc hak_calloc
