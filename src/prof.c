@@ -45,6 +45,13 @@ typedef struct prof_rec {
   void *frames[PROF_FRAMES];
 } prof_rec_t;
 
+/* Lock order: prof_dump_lock, then prof_lock, then the allocator's own
+ * locks. Dumps may start on several threads at once (signal, interval,
+ * API); prof_dump_lock keeps their files whole, and a dump holding it may
+ * allocate (the allocator's locks nest inside). prof_lock guards the live
+ * table; nothing under it allocates or takes another hakmem lock (dladdr
+ * takes the loader's), and no allocator lock is held when it is taken. */
+static pthread_mutex_t prof_dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static prof_rec_t *prof_tab;
 static _Atomic uint64_t *prof_filter;
@@ -614,11 +621,6 @@ static void prof_default_prefix(char *buf, size_t cap) {
     snprintf(buf, cap, "hakmem-prof.%d", (int)getpid());
 }
 
-/* Dumps may start on several threads at once (signal, interval, API);
- * this lock keeps their files whole, and is never held while prof_lock
- * is wanted by the same thread in the other order. */
-static pthread_mutex_t prof_dump_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static void prof_dump_if_requested(void) {
   prof_dump_requested = 0;
   char prefix[1024];
@@ -681,4 +683,26 @@ __attribute__((destructor)) static void prof_exit_dump(void) {
   prof_write_reports(prefix, opt.prof_leaks ? stats_report_fd() : -1);
   pthread_mutex_unlock(&prof_dump_lock);
   prof_busy--;
+}
+
+/* fork (init.c's handlers): both locks are held across it, in the order
+ * above and before the allocator's, so the child's table and dump state
+ * are whole. The child has only the forking thread, which owns them: it
+ * unlocks them (re-initialising a locked mutex is undefined). */
+void prof_fork_prepare(void) {
+  pthread_mutex_lock(&prof_dump_lock);
+  pthread_mutex_lock(&prof_lock);
+}
+void prof_fork_parent(void) {
+  pthread_mutex_unlock(&prof_lock);
+  pthread_mutex_unlock(&prof_dump_lock);
+}
+void prof_fork_child(void) {
+  /* The report thread is the parent's: the child's time-based dumps start
+   * over if it gets one. Its generator is the parent's too: mix in the
+   * pid, or parent and child would sample the same allocations. */
+  prof_next_dump_ms = 0;
+  if (prof_rng != 0) prof_rng ^= (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
+  pthread_mutex_unlock(&prof_lock);
+  pthread_mutex_unlock(&prof_dump_lock);
 }

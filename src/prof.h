@@ -42,5 +42,11 @@ int prof_set_sample(size_t mean);
 void prof_tick(uint64_t now_ms);
 /* Dumps written to PATH.NNNN.heap so far (the next NNNN). */
 uint64_t prof_dumps_numbered(void);
+/* fork (init.c): prepare takes the profiler's locks (before the
+ * allocator's: a dump allocates while holding its lock), parent and child
+ * release them. */
+void prof_fork_prepare(void);
+void prof_fork_parent(void);
+void prof_fork_child(void);
 
 #endif
