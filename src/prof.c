@@ -158,18 +158,133 @@ static uint64_t prof_next_gap(void) {
   return g < 1 ? 1 : (uint64_t)g;
 }
 
+/* ---- stack capture ----------------------------------------------------------
+ * libgcc's DWARF unwinder costs about 1 900 instructions a frame (it finds
+ * and interprets each function's CFA program every time): some 17 000 a
+ * sample, most of the profiler's cost on random mixed. A program samples
+ * the same few stacks over and over, so on x86-64 the result of each step
+ * is remembered per return address: the frame of the function that
+ * contains return address ip spans `delta` bytes from its stack pointer to
+ * its CFA, and its own return address sits at CFA - 8 (the ABI). Once a
+ * return address has shown the same delta in PROF_UC_TRUST DWARF walks
+ * (and never another), the fast walk steps over its frame with one load
+ * (the idea of frame-size caching in fast unwinders; no code is shared).
+ * The first return address without a trusted entry sends the whole sample
+ * back to libgcc, which teaches the cache. A function whose frame size
+ * varies at one return address (alloca, a VLA, a realigned stack) shows
+ * two deltas and is poisoned for good; one that showed the same size every
+ * time so far and then changes sends the walk to a slot of its own frame,
+ * whose content is almost never a trusted return address: the walk then
+ * falls back to libgcc. Every load is at CFA - 8 of a frame that a trusted
+ * delta derived from a live stack pointer, so it stays within the stack.
+ *
+ * An entry is one word, so threads share the table with plain atomics:
+ * bits 16..63 the return address, 3..15 delta / 8, 0..2 the state. */
+#define PROF_UC_SLOTS 4096u
+#define PROF_UC_TRUST 3u    /* states 1..3: seen that many times with one delta */
+#define PROF_UC_TERMINAL 4u /* libgcc stops at this return address */
+#define PROF_UC_POISON 7u   /* two deltas seen: always libgcc */
+#define PROF_UC_DELTA_MAX ((uint64_t)0x1fff << 3)
+static _Atomic uint64_t prof_uc[PROF_UC_SLOTS];
+
+static _Atomic uint64_t *prof_uc_find(uintptr_t ip, bool insert) {
+  size_t h = (size_t)(ip * 0x9E3779B97F4A7C15ull >> 52) & (PROF_UC_SLOTS - 1);
+  for (unsigned k = 0; k < 8; k++) {
+    _Atomic uint64_t *e = &prof_uc[(h + k) & (PROF_UC_SLOTS - 1)];
+    uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
+    if (v == 0 && insert) /* state 0: claimed, nothing learnt yet */
+      if (atomic_compare_exchange_strong_explicit(e, &v, (uint64_t)ip << 16, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        return e;
+    if (v >> 16 == ip) return e;
+    if (v == 0) return NULL;
+  }
+  return NULL; /* that neighbourhood is full: this address stays with libgcc */
+}
+
+/* A DWARF walk saw return address ip with the given delta (or, terminal,
+ * as the last frame libgcc could name). A compare-and-swap, so that a
+ * poisoning is never lost to a concurrent "seen again". */
+static void prof_uc_learn(uintptr_t ip, uint64_t delta, bool terminal) {
+  if (ip == 0 || ip >> 47 != 0) return;
+  _Atomic uint64_t *e = prof_uc_find(ip, true);
+  if (e == NULL) return;
+  uint64_t v = atomic_load_explicit(e, memory_order_relaxed), nv;
+  do {
+    uint64_t st = v & 7, d = v >> 3 & 0x1fff;
+    if (v >> 16 != ip || st == PROF_UC_POISON) return;
+    if (terminal)
+      nv = st == 0 || st == PROF_UC_TERMINAL ? PROF_UC_TERMINAL : PROF_UC_POISON;
+    else if (delta == 0 || delta > PROF_UC_DELTA_MAX || (delta & 7) != 0 || st == PROF_UC_TERMINAL ||
+             (st != 0 && d != delta >> 3))
+      nv = PROF_UC_POISON;
+    else
+      nv = delta | (st < PROF_UC_TRUST ? st + 1 : st);
+    nv |= (uint64_t)ip << 16;
+  } while (nv != v &&
+           !atomic_compare_exchange_weak_explicit(e, &v, nv, memory_order_relaxed, memory_order_relaxed));
+}
+
 struct prof_unwind {
   void **frames;
   uint32_t n;
+  bool first; /* frame 0 is prof_capture itself: not recorded */
+  bool full;
+  uintptr_t last_ip, last_sp;
 };
 
+/* In libgcc's callback for a frame, _Unwind_GetCFA is that frame's stack
+ * pointer (its callee's CFA): a frame's delta is known at the next one. */
 static _Unwind_Reason_Code prof_unwind_cb(struct _Unwind_Context *ctx, void *arg) {
   struct prof_unwind *u = arg;
-  if (u->n >= PROF_FRAMES) return _URC_END_OF_STACK;
-  uintptr_t ip = _Unwind_GetIP(ctx);
+  uintptr_t ip = _Unwind_GetIP(ctx), sp = _Unwind_GetCFA(ctx);
+  /* Past the outermost frame libgcc calls once more with ip 0: the frame
+   * before is terminal, not one with a delta. */
   if (ip == 0) return _URC_END_OF_STACK;
+  if (u->last_ip != 0) prof_uc_learn(u->last_ip, sp - u->last_sp, false);
+  if (u->first) {
+    u->first = false;
+    return _URC_NO_REASON;
+  }
+  if (u->n >= PROF_FRAMES) {
+    u->full = true;
+    return _URC_END_OF_STACK;
+  }
   u->frames[u->n++] = (void *)ip;
+  u->last_ip = ip;
+  u->last_sp = sp;
   return _URC_NO_REASON;
+}
+
+/* The stack above the caller of prof_capture, into frames; returns the
+ * number of frames. Not inlined: its own CFA and return address start the
+ * fast walk. */
+static HAK_NOINLINE uint32_t prof_capture(void **frames) {
+#if defined(__x86_64__)
+  uintptr_t ip = (uintptr_t)__builtin_extract_return_addr(__builtin_return_address(0));
+  uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
+  uint32_t n = 0;
+  while (n < PROF_FRAMES) {
+    _Atomic uint64_t *e = ip != 0 && ip >> 47 == 0 ? prof_uc_find(ip, false) : NULL;
+    uint64_t v = e != NULL ? atomic_load_explicit(e, memory_order_relaxed) : 0;
+    if (v >> 16 != ip) break; /* not cached (or replaced meanwhile) */
+    uint64_t st = v & 7;
+    if (st == PROF_UC_TERMINAL) {
+      frames[n++] = (void *)ip;
+      return n;
+    }
+    if (st != PROF_UC_TRUST) break;
+    frames[n++] = (void *)ip;
+    sp += (v >> 3 & 0x1fff) << 3; /* now this frame's CFA: the caller's stack pointer */
+    ip = *(const uintptr_t *)(sp - 8);
+  }
+  if (n == PROF_FRAMES) return n;
+#endif
+  struct prof_unwind u = {frames, 0, true, false, 0, 0};
+  _Unwind_Backtrace(prof_unwind_cb, &u);
+  /* libgcc went no further than the last frame: remember where it stops. */
+  if (!u.full && u.last_ip != 0) prof_uc_learn(u.last_ip, 0, true);
+  return u.n;
 }
 
 static void prof_dump_if_requested(void);
@@ -187,14 +302,12 @@ void prof_alloc(void *p, size_t size) {
   prof_left = (int64_t)prof_next_gap();
   prof_busy = 1; /* the unwinder may allocate: those calls are not sampled */
   prof_rec_t rec;
-  struct prof_unwind u = {rec.frames, 0};
-  _Unwind_Backtrace(prof_unwind_cb, &u);
+  rec.nframes = prof_capture(rec.frames);
   rec.ptr = (uintptr_t)p;
   rec.size = size;
   /* The mean in force now: a later hak_ctl("prof.sample") does not change
    * what this sample stands for. */
   rec.weight = prof_weight(size, opt.prof_sample);
-  rec.nframes = u.n;
   size_t h = prof_hash(rec.ptr);
   pthread_mutex_lock(&prof_lock);
   if (prof_live * 4 >= PROF_CAP * 3) {
