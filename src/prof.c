@@ -28,7 +28,6 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#define PROF_CAP ((size_t)1 << 16)  /* live samples tracked */
 #define PROF_FILTER_BITS ((size_t)1 << 20)
 #define PROF_TOMB ((uintptr_t)1)
 

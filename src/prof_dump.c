@@ -22,8 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PROF_CAP ((size_t)1 << 16) /* as prof.c: at most this many live records */
-
 /* Dumps may start on several threads at once (signal, interval, API);
  * this lock keeps their files whole. It is taken before the table lock
  * and before the allocator's locks (a dump allocates while holding it). */

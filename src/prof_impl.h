@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #define PROF_FRAMES 24
+#define PROF_CAP ((size_t)1 << 16) /* live samples tracked */
 
 typedef struct prof_rec {
   uintptr_t ptr; /* 0 empty, PROF_TOMB deleted */
