@@ -52,6 +52,8 @@ static HAK_TLS int64_t prof_left;
 static HAK_TLS uint64_t prof_acc;
 static HAK_TLS uint64_t prof_rng;
 HAK_TLS int prof_busy;
+/* The stack the last DWARF walk of this thread went over (prof_capture). */
+static HAK_TLS uintptr_t prof_stack_lo, prof_stack_hi;
 
 /* Blocks are 16-byte aligned, so the low 4 bits carry nothing; the
  * multiply spreads the rest and the high bits are kept. The same hash
@@ -144,8 +146,10 @@ static uint64_t prof_next_gap(void) {
  * two deltas and is poisoned for good; one that showed the same size every
  * time so far and then changes sends the walk to a slot of its own frame,
  * whose content is almost never a trusted return address: the walk then
- * falls back to libgcc. Every load is at CFA - 8 of a frame that a trusted
- * delta derived from a live stack pointer, so it stays within the stack.
+ * falls back to libgcc. Every load is at CFA - 8 of a frame whose CFA lies
+ * between this thread's stack pointer and the highest frame libgcc reached
+ * on the same stack, so a wrong size reads a wrong slot, never unmapped
+ * memory.
  *
  * An entry is one word, so threads share the table with plain atomics:
  * bits 16..63 the return address, 3..15 delta / 8, 0..2 the state. */
@@ -231,28 +235,49 @@ static _Unwind_Reason_Code prof_unwind_cb(struct _Unwind_Context *ctx, void *arg
 static HAK_NOINLINE uint32_t prof_capture(void **frames) {
 #if defined(__x86_64__)
   uintptr_t ip = (uintptr_t)__builtin_extract_return_addr(__builtin_return_address(0));
-  uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
+  uintptr_t sp0 = (uintptr_t)__builtin_dwarf_cfa(), sp = sp0;
   uint32_t n = 0;
-  while (n < PROF_FRAMES) {
-    _Atomic uint64_t *e = ip != 0 && ip >> 47 == 0 ? prof_uc_find(ip, false) : NULL;
-    uint64_t v = e != NULL ? atomic_load_explicit(e, memory_order_relaxed) : 0;
-    if (v >> 16 != ip) break; /* not cached (or replaced meanwhile) */
-    uint64_t st = v & 7;
-    if (st == PROF_UC_TERMINAL) {
+  /* Only on the stack libgcc last walked for this thread, and never above
+   * the highest frame it reached there: a frame size trusted wrongly (see
+   * above) then costs a wrong slot of this stack, never a fault. */
+  if (sp0 >= prof_stack_lo && sp0 <= prof_stack_hi) {
+    while (n < PROF_FRAMES) {
+      _Atomic uint64_t *e = ip != 0 && ip >> 47 == 0 ? prof_uc_find(ip, false) : NULL;
+      uint64_t v = e != NULL ? atomic_load_explicit(e, memory_order_relaxed) : 0;
+      if (v >> 16 != ip) break; /* not cached (or replaced meanwhile) */
+      uint64_t st = v & 7;
+      if (st == PROF_UC_TERMINAL) {
+        frames[n++] = (void *)ip;
+        return n;
+      }
+      if (st != PROF_UC_TRUST) break;
+      uintptr_t cfa = sp + ((v >> 3 & 0x1fff) << 3); /* this frame's CFA: the caller's stack pointer */
+      if (cfa > prof_stack_hi) break;
       frames[n++] = (void *)ip;
-      return n;
+      sp = cfa;
+      ip = *(const uintptr_t *)(sp - 8);
     }
-    if (st != PROF_UC_TRUST) break;
-    frames[n++] = (void *)ip;
-    sp += (v >> 3 & 0x1fff) << 3; /* now this frame's CFA: the caller's stack pointer */
-    ip = *(const uintptr_t *)(sp - 8);
+    if (n == PROF_FRAMES) return n;
   }
-  if (n == PROF_FRAMES) return n;
 #endif
   struct prof_unwind u = {frames, 0, true, false, 0, 0};
   _Unwind_Backtrace(prof_unwind_cb, &u);
   /* libgcc went no further than the last frame: remember where it stops. */
   if (!u.full && u.last_ip != 0) prof_uc_learn(u.last_ip, 0, true);
+#if defined(__x86_64__)
+  /* [sp0, last frame's stack pointer] is stack libgcc just read: if it
+   * meets the known range it is the same stack, and the union is; if not
+   * (a coroutine, an alternate signal stack) it replaces it. */
+  if (u.last_sp > sp0) {
+    if (sp0 <= prof_stack_hi && u.last_sp >= prof_stack_lo) {
+      if (sp0 < prof_stack_lo) prof_stack_lo = sp0;
+      if (u.last_sp > prof_stack_hi) prof_stack_hi = u.last_sp;
+    } else {
+      prof_stack_lo = sp0;
+      prof_stack_hi = u.last_sp;
+    }
+  }
+#endif
   return u.n;
 }
 
