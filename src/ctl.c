@@ -71,9 +71,9 @@ static const char *const ctl_class_name[] = {
 /* "stats.*": one snapshot per call. The struct is 3 KiB, too much for the
  * stack of a small thread on every read, and reads are rare: a static
  * buffer under a lock. */
+static pthread_mutex_t ctl_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
   static struct hak_stats st;
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   const void *src = NULL;
   size_t len = sizeof(size_t), off = 0;
   unsigned u;
@@ -94,7 +94,7 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
     off = ctl_stats_off[f];
   }
   if (oldp == NULL) return ctl_out(NULL, oldlenp, NULL, len);
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&ctl_stats_lock);
   st.size = sizeof st;
   hak_stats_get(&st);
   if (len == sizeof(unsigned)) {
@@ -104,7 +104,7 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
     src = (const char *)&st + off;
   }
   int r = ctl_out(oldp, oldlenp, src, len);
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&ctl_stats_lock);
   return r;
 }
 
@@ -257,3 +257,10 @@ void ctl_start(void) {
   pthread_attr_destroy(&at);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+/* fork (init.c): the snapshot lock is held across it, before the
+ * allocator's (hak_stats_get takes those under it). The child has no
+ * report thread: periodic reports and time-based dumps stop there. */
+void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
+void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }

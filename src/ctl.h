@@ -18,5 +18,9 @@
  * HAKMEM_STATS_SIGNAL handler and start the report thread if any periodic
  * option is set; otherwise nothing. */
 void ctl_start(void);
+/* fork (init.c): hold the statistics snapshot lock across it. */
+void ctl_fork_prepare(void);
+void ctl_fork_parent(void);
+void ctl_fork_child(void);
 
 #endif

@@ -26,6 +26,11 @@ _Atomic int init_state;
  * exited: blocks freed there go to the slabs' remote lists, and the
  * child's threads adopt the memory. */
 static void init_fork_prepare(void) {
+  /* Outermost first: the report thread's statistics lock and the
+   * profiler's locks are held while the allocator's are taken (a dump
+   * allocates), never the other way round. */
+  ctl_fork_prepare();
+  prof_fork_prepare();
   decay_fork_prepare(); /* no purge pass runs across the fork */
   heap_lock_all();
   ss_lock_all();
@@ -40,6 +45,8 @@ static void init_fork_unlock(void) {
 static void init_fork_parent(void) {
   init_fork_unlock();
   decay_fork_parent();
+  prof_fork_parent();
+  ctl_fork_parent();
 }
 static void init_fork_child(void) {
   /* Keep the forking thread's heap and the shared exit heap. */
@@ -47,6 +54,8 @@ static void init_fork_child(void) {
   heap_fork_child(heap_front.self, heap_shared_exit_heap());
   init_fork_unlock();
   decay_fork_child();
+  prof_fork_child();
+  ctl_fork_child();
 }
 
 void init_process_slow(void) {

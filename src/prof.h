@@ -11,15 +11,19 @@
  * profiling, the fast paths stay open: every block they hand out comes in
  * a batch a refill announced with prof_batch, sampled blocks come from a
  * profiling heap whose frees reach prof_free; nothing here
- * allocates from hakmem. May call: os, options, stats (report fd), libgcc's
- * unwinder (linked statically), dladdr, the ELF files of the process
- * (read-only, to name static functions).
+ * allocates from hakmem; fork leaves every profiler lock free in the
+ * child (prof_fork_*). Three files: prof.c (sampler, stack capture,
+ * table), prof_symbol.c (frame names), prof_dump.c (start-up, dumps and
+ * their triggers, fork hooks). May call: os, options, stats (report fd),
+ * libgcc's unwinder (linked statically), dladdr, the ELF files of the
+ * process (read-only, to name static functions).
  */
 #ifndef HAK_PROF_H
 #define HAK_PROF_H
 
 #include "internal.h"
 
+/* prof_dump.c: maps the table, installs SIGUSR2 (HAKMEM_PROF only). */
 void prof_init(void);
 /* A block of size bytes was allocated at p (p may be NULL). */
 void prof_alloc(void *p, size_t size);
@@ -44,5 +48,11 @@ void prof_tick(uint64_t now_ms);
 uint64_t prof_dumps_numbered(void);
 /* Statistics' residency walk (stats.c): the profiler's own mappings. */
 void prof_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg);
+/* fork (init.c): prepare takes the profiler's locks (before the
+ * allocator's: a dump allocates while holding its lock), parent and child
+ * release them. */
+void prof_fork_prepare(void);
+void prof_fork_parent(void);
+void prof_fork_child(void);
 
 #endif
