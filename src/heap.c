@@ -659,14 +659,17 @@ size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_du
   size_t purged = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    /* The exit heap is not purged but emptied: its superslabs go back to
+     * the abandoned list (heap_exit_giveback). Only tried, never waited
+     * for: its lock is taken before the pass lock elsewhere. (In a fork
+     * child it is marked dead but still serves exiting threads.) */
+    if ((force || due <= now) && h == __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE) &&
+        heap_exit_giveback(false))
+      continue;
     if (h->dead || (!force && due > now)) {
       if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
       continue;
     }
-    /* The exit heap is not purged but emptied: its superslabs go back to
-     * the abandoned list (heap_exit_giveback). Only tried, never waited
-     * for: its lock is taken before the pass lock elsewhere. */
-    if (h == __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE) && heap_exit_giveback(false)) continue;
     if (blocking)
       pthread_mutex_lock(&h->lock);
     else if (pthread_mutex_trylock(&h->lock) != 0) {
