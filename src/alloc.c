@@ -366,5 +366,6 @@ void alloc_collect(bool force) {
   init_ensure();
   if (opt.force_libc) return;
   heap_drain_self(); /* blocks other threads freed into ours can go too */
+  heap_exit_release(); /* and those freed into the shared exit heap's slabs */
   decay_collect_all(force);
 }

@@ -40,6 +40,8 @@ static size_t heap_chunk_left;
 static pthread_key_t heap_key;
 
 static void heap_thread_exit(void *arg);
+static heap_t *heap_exit_heap; /* the shared exit heap (heap_exit_alloc) */
+static bool heap_exit_giveback(bool blocking);
 
 void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
 
@@ -657,6 +659,13 @@ size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_du
   size_t purged = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    /* The exit heap is not purged but emptied: its superslabs go back to
+     * the abandoned list (heap_exit_giveback). Only tried, never waited
+     * for: its lock is taken before the pass lock elsewhere. (In a fork
+     * child it is marked dead but still serves exiting threads.) */
+    if ((force || due <= now) && h == __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE) &&
+        heap_exit_giveback(false))
+      continue;
     if (h->dead || (!force && due > now)) {
       if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
       continue;
@@ -946,23 +955,80 @@ static void heap_thread_exit(void *arg) {
   decay_poll();
 }
 
+/* The shared exit heap. It runs only while an exiting thread allocates,
+ * so nothing else would ever drain it: its refills adopt abandoned
+ * superslabs (full of other threads' live blocks), and what the program
+ * frees into them later lands on its delayed list (full slabs) and its
+ * slabs' thread_free lists. So it holds its superslabs only for a while:
+ * once they have been idle for the purge delay (a decay pass) or at
+ * hak_collect, it gives them back to the abandoned list, which collects
+ * those frees and decommits by time like any exited thread's. */
 static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;
-static heap_t *heap_exit_heap;
 
 heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
+
+/* Under heap_exit_lock (nobody allocates from h): what was freed into
+ * h's full slabs, then every superslab of h to the abandoned list, as a
+ * thread's at exit. The delayed list stays closed while h owns nothing: a
+ * publisher that saw a slab's full mark before it was cleared goes to the
+ * slab's thread_free, which the abandoned list collects. A publisher that
+ * read the list before it closed and pushes after it reopens is drained
+ * (and sent on to the slab's current owner) by h's next refill or
+ * give-back. */
+static void heap_exit_giveback_locked(heap_t *h) {
+  heap_flush_remote(h);
+  heap_drain_delayed(h, true);
+  pthread_mutex_lock(&h->lock);
+  heap_abandon_all(h);
+  heap_reset(h);
+  pthread_mutex_unlock(&h->lock);
+}
+
+/* Give the exit heap's superslabs back; false if its lock was busy (not
+ * blocking) and nothing was done. */
+static bool heap_exit_giveback(bool blocking) {
+  if (blocking)
+    pthread_mutex_lock(&heap_exit_lock);
+  else if (pthread_mutex_trylock(&heap_exit_lock) != 0)
+    return false;
+  heap_t *h = heap_exit_heap;
+  if (h != NULL) heap_exit_giveback_locked(h);
+  pthread_mutex_unlock(&heap_exit_lock);
+  return true;
+}
+
+void heap_exit_release(void) {
+  if (__atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE) != NULL) heap_exit_giveback(true);
+}
 
 void *heap_exit_alloc(unsigned cls) {
   pthread_mutex_lock(&heap_exit_lock);
   if (heap_exit_heap == NULL) {
-    heap_exit_heap = heap_new();
-    if (heap_exit_heap != NULL) heap_exit_heap->tid = (uintptr_t)heap_exit_heap | HAK_TID_EXIT_BIT;
+    heap_t *n = heap_new();
+    if (n != NULL) {
+      n->tid = (uintptr_t)n | HAK_TID_EXIT_BIT;
+      __atomic_store_n(&heap_exit_heap, n, __ATOMIC_RELEASE);
+    }
   }
   heap_t *h = heap_exit_heap;
   void *p = NULL;
   if (h != NULL) {
+    /* Reopen the delayed list a give-back closed. */
+    uintptr_t closed = HEAP_DELAYED_CLOSED;
+    atomic_compare_exchange_strong_explicit(&h->delayed, &closed, 0, memory_order_acq_rel, memory_order_relaxed);
     heap_front.self = h; /* for the refill path's "is it mine" checks */
     p = heap_alloc_class(h, cls);
     heap_front.self = NULL;
+    /* It owns superslabs now: a decay pass gives them back once idle for
+     * the purge delay (heap_purge_all), whether or not a slab is free. */
+    if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) == UINT64_MAX) {
+      bool owns = false;
+      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->ss_head[k] != NULL;
+      if (owns) {
+        heap_due(h, os_now_ms() + opt.purge_delay_ms);
+        decay_note_idle(DECAY_BG_START_BYTES);
+      }
+    }
   }
   pthread_mutex_unlock(&heap_exit_lock);
   if (p == NULL) errno = ENOMEM;

@@ -128,6 +128,11 @@ heap_t *heap_thread_init(void);
 void *heap_exit_alloc(unsigned cls);
 /* The shared exit heap (NULL until first used); not a thread's heap. */
 heap_t *heap_shared_exit_heap(void);
+/* The exit heap's superslabs (and what was freed into them) go back to the
+ * abandoned list now (hak_collect; decay passes do it once they are idle
+ * for the purge delay). Takes the exit heap's lock: not under the decay
+ * pass lock. */
+void heap_exit_release(void);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
 void *heap_alloc_refill(heap_t *h, unsigned cls);
 /* A block of class cls from h: the current slab's list, else a refill. */
