@@ -353,10 +353,10 @@ void heap_slab_emptied(heap_t *h, slab_t *s) {
   heap_release_slab_locked(h, s);
 }
 
-void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
-  blk_free(b, s->free);
-  s->free = b;
-  s->used--;
+/* Blocks came back to s (owner: its owner word as read): a full slab goes
+ * back on the partial list, or is released when nothing in it is used; an
+ * emptied slab goes as heap_slab_emptied decides. */
+static void heap_slab_regained(heap_t *h, slab_t *s, uintptr_t owner) {
   if (owner & OWNER_FULL) {
     remote_unmark_full(s, h);
     if (s->used == 0)
@@ -366,6 +366,13 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   } else if (s->used == 0) {
     heap_slab_emptied(h, s);
   }
+}
+
+void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
+  blk_free(b, s->free);
+  s->free = b;
+  s->used--;
+  heap_slab_regained(h, s, owner);
 }
 
 /* Blocks other threads freed into our full slabs (linked, and in the
@@ -395,15 +402,7 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     blk_set_next(last, s->free);
     s->free = b;
     s->used = (uint16_t)(s->used - n);
-    if (owner & OWNER_FULL) {
-      remote_unmark_full(s, h);
-      if (s->used == 0)
-        heap_release_slab_locked(h, s);
-      else
-        partial_push(h, s);
-    } else if (s->used == 0) {
-      heap_slab_emptied(h, s);
-    }
+    heap_slab_regained(h, s, owner);
     b = next;
   }
 }
