@@ -5,11 +5,8 @@
  * within the window never touches the kernel.
  */
 #include "decay.h"
-#include "heap.h"
-#include "large.h"
 #include "options.h"
 #include "os.h"
-#include "superslab.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -60,15 +57,34 @@ void decay_count(size_t bytes) {
 
 void decay_note_contended(void) { atomic_fetch_add_explicit(&decay_contended, 1, memory_order_relaxed); }
 
+/* The page owners' purges, registered by the owners themselves so that
+ * decay calls up no layer by name (an empty slot: nothing mapped there
+ * yet). */
+static _Atomic decay_purge_fn decay_slots[DECAY_SLOTS];
+static size_t (*_Atomic decay_idle_fn)(size_t *, size_t *);
+
+void decay_register(enum decay_slot slot, decay_purge_fn fn) {
+  atomic_store_explicit(&decay_slots[slot], fn, memory_order_release);
+}
+
+void decay_register_idle(size_t (*idle_bytes)(size_t *, size_t *)) {
+  atomic_store_explicit(&decay_idle_fn, idle_bytes, memory_order_release);
+}
+
+static size_t decay_run(uint64_t now, bool force, bool blocking, uint64_t *next) {
+  size_t b = 0;
+  for (unsigned i = 0; i < DECAY_SLOTS; i++) {
+    decay_purge_fn fn = atomic_load_explicit(&decay_slots[i], memory_order_acquire);
+    if (fn != NULL) b += fn(now, force, blocking, next);
+  }
+  return b;
+}
+
 /* One pass over every component; returns when the next idle memory is due
  * (UINT64_MAX: nothing idle). */
 static uint64_t decay_pass(void) {
   uint64_t now = os_now_ms(), next = UINT64_MAX;
-  size_t b = heap_purge_all(now, false, false, &next);
-  uint64_t due = ss_abandon_collect(false);
-  if (due < next) next = due;
-  due = large_purge(now, false);
-  if (due < next) next = due;
+  size_t b = decay_run(now, false, false, &next);
   decay_count(b);
   atomic_fetch_add_explicit(&decay_passes, 1, memory_order_relaxed);
   return next;
@@ -215,11 +231,8 @@ size_t decay_collect_all(bool force) {
   pthread_mutex_lock(&decay_pass_lock);
   atomic_store_explicit(&decay_collecting, true, memory_order_relaxed);
   uint64_t now = os_now_ms();
-  size_t b = heap_purge_all(now, force, true, NULL);
+  size_t b = decay_run(now, force, true, NULL);
   decay_count(b);
-  ss_abandon_collect(force);
-  large_purge(now, force);
-  if (force) ss_cache_unmap_all();
   atomic_store_explicit(&decay_collecting, false, memory_order_relaxed);
   pthread_mutex_unlock(&decay_pass_lock);
   return b;
@@ -233,7 +246,9 @@ void decay_stats(decay_stats_t *out) {
   out->decayed_bytes = atomic_load_explicit(&decay_bytes, memory_order_relaxed);
   out->forced_bytes = atomic_load_explicit(&decay_forced, memory_order_relaxed);
   out->contended = atomic_load_explicit(&decay_contended, memory_order_relaxed);
-  out->heap_idle_bytes = heap_idle_bytes(&out->heap_idle_max, &out->heap_idle_heaps);
+  size_t (*idle)(size_t *, size_t *) = atomic_load_explicit(&decay_idle_fn, memory_order_acquire);
+  out->heap_idle_max = out->heap_idle_heaps = 0;
+  out->heap_idle_bytes = idle != NULL ? idle(&out->heap_idle_max, &out->heap_idle_heaps) : 0;
 }
 
 /* fork: no pass or collection runs across it (pass lock, taken first);

@@ -18,7 +18,12 @@
  * its own on demand.
  * The thread is created only at a safe point (decay_poll: no allocator
  * lock held, no structure mid-update), because pthread_create allocates.
- * May call: heap, superslab, large, os, options.
+ * A leaf below the page owners: it calls none of them by name. Each owner
+ * registers its purge entry point in its own slot (decay_register: heap.c
+ * at process start, superslab.c and large.c when they first map memory,
+ * since before that they hold nothing to purge), and every pass and
+ * collection runs the slots in their fixed order.
+ * May call: os, options (and the registered callbacks).
  */
 #ifndef HAK_DECAY_H
 #define HAK_DECAY_H
@@ -45,6 +50,24 @@ void decay_start(void) HAK_NOINLINE;
 HAK_INLINE void decay_poll(void) {
   if (HAK_UNLIKELY(atomic_load_explicit(&decay_want_start, memory_order_relaxed) == 1)) decay_start();
 }
+
+/* A page owner's purge: decommit what has been idle for the purge delay
+ * (everything if force; blocking: wait for a busy lock rather than skip),
+ * lower *next_due (if not NULL) to when its next idle memory is due, and
+ * return the bytes to count as purged here (0 if it counts them itself). */
+typedef size_t (*decay_purge_fn)(uint64_t now_ms, bool force, bool blocking, uint64_t *next_due);
+/* The slots, in the order every pass and collection runs them. */
+enum decay_slot {
+  DECAY_HEAPS,     /* heap.c: every heap's idle slabs */
+  DECAY_ABANDONED, /* superslab.c: the abandoned superslabs */
+  DECAY_LARGE,     /* large.c: arenas and the mapping cache */
+  DECAY_SS_CACHE,  /* superslab.c: the empty-superslab cache (force only) */
+  DECAY_SLOTS
+};
+/* Set slot's purge (idempotent; cold, any thread). */
+void decay_register(enum decay_slot slot, decay_purge_fn fn);
+/* The idle-bytes report for decay_stats (heap.c). */
+void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 
 /* Purge everything idle in every component now (hak_collect, malloc_trim). */
 size_t decay_collect_all(bool force);

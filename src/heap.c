@@ -43,7 +43,11 @@ static void heap_thread_exit(void *arg);
 static heap_t *heap_exit_heap; /* the shared exit heap (heap_exit_alloc) */
 static bool heap_exit_giveback(bool blocking);
 
-void heap_process_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
+void heap_process_init(void) {
+  pthread_key_create(&heap_key, heap_thread_exit);
+  decay_register(DECAY_HEAPS, heap_purge_all); /* decay calls no page owner by name */
+  decay_register_idle(heap_idle_bytes);
+}
 
 #define HEAP_SWEEP_GAP_MIN 16u
 #define HEAP_SWEEP_GAP_MAX 1024u
@@ -281,16 +285,16 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
   slab_t *s;
   SS_FOR_EACH_USED(ss, s) {
     /* Strip the full mark too: the slab starts its new life unmarked. */
-    remote_clear_mark(s);
+    ss_slab_clear_mark(s);
     s->in_partial = 0;
     atomic_store_explicit(&s->owner, h->tid, memory_order_release);
-    remote_collect(s);
+    ss_slab_collect(s);
     if (s->used == 0) {
       heap_release_slab(h, s);
     } else if (s->free != NULL || s->carved < s->capacity) {
       partial_push(h, s);
     } else if (!remote_mark_full(s, h)) {
-      remote_collect(s);
+      ss_slab_collect(s);
       partial_push(h, s);
     }
   }
@@ -603,7 +607,7 @@ static bool heap_sweep_waiting(heap_t *h) {
     slab_t *s = h->list_head[HEAP_WAITING][c];
     while (s != NULL) {
       slab_t *next = s->next;
-      if (remote_collect(s) != 0) {
+      if (ss_slab_collect(s) != 0) {
         got = true;
         if (s->used == 0) {
           slist_remove(h, s);
@@ -731,7 +735,7 @@ static void heap_list_corrupt(slab_t *s) {
 /* Give s a free list: what other threads freed first (reuse before
  * touching new memory), then fresh blocks. False if s has none left. */
 static bool heap_slab_refill(slab_t *s) {
-  if (remote_collect(s) != 0) return true;
+  if (ss_slab_collect(s) != 0) return true;
   if (s->carved < s->capacity) {
     ss_slab_carve(s);
     return true;
@@ -904,8 +908,8 @@ static void heap_abandon_all(heap_t *h) {
       superslab_t *next = ss->next;
       slab_t *s;
       SS_FOR_EACH_USED(ss, s) {
-        remote_clear_mark(s);
-        remote_collect(s);
+        ss_slab_clear_mark(s);
+        ss_slab_collect(s);
         s->in_partial = 0;
         s->next = s->prev = NULL;
         if (s->used == 0) {

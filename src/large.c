@@ -103,9 +103,21 @@ static uint64_t large_next_purge_ms;
  * fault their pages in again. */
 static size_t arena_dirty_bytes;
 
+/* decay's slot (decay.h), registered when large.c first maps memory:
+ * before that it holds nothing to purge. large_purge counts its bytes. */
+static size_t large_decay_purge(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
+  (void)blocking;
+  uint64_t due = large_purge(now, force);
+  if (next_due != NULL && due < *next_due) *next_due = due;
+  return 0;
+}
+
+static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay_purge); }
+
 static large_arena_t *arena_new(void) {
   uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
   if (base == NULL) return NULL;
+  large_decay_register();
   large_arena_t *a = (large_arena_t *)base;
   a->base = base;
   a->nfree = 1;
@@ -354,6 +366,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
         return NULL;
       }
     }
+    large_decay_register();
     map_size = need;
     fresh = true;
   }

@@ -18,7 +18,6 @@
  */
 #include "remote.h"
 #include "heap.h"
-#include "report.h"
 #include "stats.h"
 
 static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
@@ -98,36 +97,6 @@ int remote_flush(remote_cache_t *rc) {
   return r;
 }
 
-unsigned remote_collect(slab_t *s) {
-  if (!remote_has_frees(s)) return 0;
-  uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-  block_t *head = (block_t *)(tf & TF_PTR_MASK);
-  if (head == NULL) return 0;
-  unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
-  HAK_STAT(ST_COLLECT);
-  HAK_STATN(ST_COLLECT_BLOCKS, n);
-  if (s->free != NULL) {
-    /* Rare (adoption, thread exit, a refill's leftovers): splice in front
-     * of the owner's list. The count bounds the walk, and every link is
-     * checked: a corrupted one is reported and the list cut there. */
-    block_t *last = head;
-    for (unsigned i = 1; i < n; i++) {
-      block_t *nx = blk_next(last);
-      if (!slab_holds(s, nx)) {
-        report_error("free", last, "heap corruption detected at");
-        n = i; /* the rest is dropped: it stays counted in use */
-        break;
-      }
-      last = nx;
-    }
-    blk_set_next(last, s->free);
-  }
-  s->free = head;
-  HAK_ASSERT(s->used >= n);
-  s->used = (uint16_t)(s->used - n);
-  return n;
-}
-
 bool remote_mark_full(slab_t *s, heap_t *h) {
   uintptr_t expect = 0;
   if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &expect, TF_DELAYED,
@@ -138,18 +107,9 @@ bool remote_mark_full(slab_t *s, heap_t *h) {
   return true;
 }
 
-void remote_clear_mark(slab_t *s) {
-  /* A CAS loop, not exchange-then-store: a publish may land in between. */
-  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
-  while ((tf & TF_DELAYED) &&
-         !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,
-                                                memory_order_acq_rel, memory_order_relaxed)) {
-  }
-}
-
 void remote_unmark_full(slab_t *s, heap_t *h) {
   atomic_store_explicit(&s->owner, h->tid, memory_order_release);
-  remote_clear_mark(s);
+  ss_slab_clear_mark(s);
 }
 
 block_t *remote_delayed_take(heap_t *h, bool close) {

@@ -13,10 +13,12 @@
  * owner heap's delayed list so that the owner notices it. The cache is
  * flushed whenever the thread reaches an allocation slow path, every
  * REMOTE_FLUSH_EVERY remote frees, on hak_collect and at thread exit.
- * A leaf: it calls no other component; where a publish found the slab
- * abandoned it says so, and the caller tells the abandoned list.
- * May call: report (a corrupted list); reads superslab.h's and heap.h's
- * inline accessors.
+ * Collecting a slab's thread_free and dropping its full mark belong to
+ * the slab's owner (superslab.c: ss_slab_collect, ss_slab_clear_mark).
+ * Where a publish found the slab abandoned it says so, and the caller
+ * tells the abandoned list.
+ * May call: superslab (ss_slab_clear_mark); reads superslab.h's and
+ * heap.h's inline accessors.
  */
 #ifndef HAK_REMOTE_H
 #define HAK_REMOTE_H
@@ -72,13 +74,9 @@ HAK_INLINE int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
 }
 /* Publish every pending batch of rc. */
 int remote_flush(remote_cache_t *rc);
-/* Owner: move s's thread_free blocks onto its lists; returns how many. */
-unsigned remote_collect(slab_t *s);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first
  * (collect them instead). */
 bool remote_mark_full(slab_t *s, struct heap *h);
-/* Owner or adopter: drop the full mark, keeping any pushed blocks. */
-void remote_clear_mark(slab_t *s);
 /* Owner: s (full) got a block back. */
 void remote_unmark_full(slab_t *s, struct heap *h);
 /* Owner: take the delayed list; close it for good when the thread exits. */

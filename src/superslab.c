@@ -3,7 +3,7 @@
  *
  * Owns: the empty-superslab cache and the abandoned lists (each behind its
  * own mutex: these are cold paths, taken once per 4 MiB). Promises: see
- * superslab.h. May call: os, ownmap, sizeclass, options, decay, remote.
+ * superslab.h. May call: os, ownmap, sizeclass, options, decay, report.
  */
 #include "superslab.h"
 #include "decay.h"
@@ -12,6 +12,8 @@
 #include "os.h"
 #include "ownmap.h"
 #include "sizeclass.h"
+#include "report.h"
+#include "stats.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -75,6 +77,8 @@ static void ss_header_init(superslab_t *ss, unsigned kind) {
   }
 }
 
+static void ss_decay_register(void);
+
 superslab_t *ss_acquire(unsigned kind) {
   superslab_t *ss = NULL;
   pthread_mutex_lock(&ss_cache_lock);
@@ -87,6 +91,7 @@ superslab_t *ss_acquire(unsigned kind) {
   if (ss == NULL) {
     ss = os_map_aligned(SS_MAP_SIZE, HAK_SS_SIZE);
     if (ss == NULL) return NULL;
+    ss_decay_register(); /* from now on there may be something to purge */
 #if HAK_SECURE
     os_protect_none((uint8_t *)ss + HAK_SS_SIZE, os_page_size); /* the end guard */
 #endif
@@ -159,8 +164,8 @@ static void ss_abandon_reclaim_locked(superslab_t *ss, uint64_t now) {
   slab_t *s;
   SS_FOR_EACH_USED(ss, s) {
     if (!remote_has_frees(s)) continue;
-    remote_clear_mark(s);
-    remote_collect(s);
+    ss_slab_clear_mark(s);
+    ss_slab_collect(s);
     if (s->used != 0) continue;
     ss_slab_free(ss, s, now);
   }
@@ -228,6 +233,26 @@ uint64_t ss_abandon_collect(bool force) {
   uint64_t next = ss_abandon_purge_locked(os_now_ms(), force);
   pthread_mutex_unlock(&ss_abandon_lock);
   return next;
+}
+
+/* decay's slots (decay.h): the abandoned lists, and on a forced collection
+ * the cache's address space. Each counts its own bytes. */
+static size_t ss_decay_abandoned(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
+  (void)now, (void)blocking;
+  uint64_t due = ss_abandon_collect(force);
+  if (next_due != NULL && due < *next_due) *next_due = due;
+  return 0;
+}
+
+static size_t ss_decay_cache(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
+  (void)now, (void)blocking, (void)next_due;
+  if (force) ss_cache_unmap_all();
+  return 0;
+}
+
+static void ss_decay_register(void) {
+  decay_register(DECAY_ABANDONED, ss_decay_abandoned);
+  decay_register(DECAY_SS_CACHE, ss_decay_cache);
 }
 
 void ss_abandon_note_free(void) {
@@ -426,4 +451,45 @@ void ss_cache_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) 
   pthread_mutex_lock(&ss_cache_lock);
   for (superslab_t *ss = ss_cache; ss != NULL; ss = ss->next) fn(ss, arg);
   pthread_mutex_unlock(&ss_cache_lock);
+}
+
+/* ---- the owner's side of the thread_free hand-shake (remote.c publishes) */
+
+unsigned ss_slab_collect(slab_t *s) {
+  if (!remote_has_frees(s)) return 0;
+  uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
+  block_t *head = (block_t *)(tf & TF_PTR_MASK);
+  if (head == NULL) return 0;
+  unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
+  HAK_STAT(ST_COLLECT);
+  HAK_STATN(ST_COLLECT_BLOCKS, n);
+  if (s->free != NULL) {
+    /* Rare (adoption, thread exit, a refill's leftovers): splice in front
+     * of the owner's list. The count bounds the walk, and every link is
+     * checked: a corrupted one is reported and the list cut there. */
+    block_t *last = head;
+    for (unsigned i = 1; i < n; i++) {
+      block_t *nx = blk_next(last);
+      if (!slab_holds(s, nx)) {
+        report_error("free", last, "heap corruption detected at");
+        n = i; /* the rest is dropped: it stays counted in use */
+        break;
+      }
+      last = nx;
+    }
+    blk_set_next(last, s->free);
+  }
+  s->free = head;
+  HAK_ASSERT(s->used >= n);
+  s->used = (uint16_t)(s->used - n);
+  return n;
+}
+
+void ss_slab_clear_mark(slab_t *s) {
+  /* A CAS loop, not exchange-then-store: a publish may land in between. */
+  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  while ((tf & TF_DELAYED) &&
+         !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,
+                                                memory_order_acq_rel, memory_order_relaxed)) {
+  }
 }

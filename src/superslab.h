@@ -13,8 +13,12 @@
  * encoded link (below), and every pop checks that the list head lies in
  * the slab's block area; in the default build a free block's link is a
  * plain pointer, it has no mark, and a pop tests the head for NULL.
- * May call: os, ownmap, sizeclass, options, decay, report, remote
- * (collecting abandoned slabs); annotate.h's macros.
+ * Also owns the owner's side of the thread_free hand-shake: collecting a
+ * slab's remote frees (ss_slab_collect) and dropping its full mark
+ * (ss_slab_clear_mark); remote.c publishes, the owner collects.
+ * May call: os, ownmap, sizeclass, options, decay, report (a corrupted
+ * thread_free list); annotate.h's macros and remote.h's inline
+ * remote_has_frees.
  *
  * Slab ownership protocol (the owner field):
  *   heap tid                owned by that heap's thread, not full
@@ -294,6 +298,10 @@ void ss_cache_unmap_all(void);
 slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
 /* Carve the next batch of fresh blocks onto the (empty) free list. */
 void ss_slab_carve(slab_t *s);
+/* Owner: move s's thread_free blocks onto its lists; returns how many. */
+unsigned ss_slab_collect(slab_t *s);
+/* Owner or adopter: drop the full mark, keeping any pushed blocks. */
+void ss_slab_clear_mark(slab_t *s);
 /* Slab s of ss (in use until now) becomes free, its pages still resident. */
 void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms);
 /* Decommit the free slabs idle for at least delay_ms (every dirty one if
