@@ -8,16 +8,20 @@
  * HAKMEM_MEMCHECK or HAKMEM_ASAN_POISON, every block handed out or taken
  * back is annotated here (annotate.h); under the tool, calloc and realloc
  * take a simple annotated form (allocate, annotate, then zero or copy).
- * May call: front, alloc, init, ownmap; superslab and large (a block's
- * size, for annotation only).
+ * May call: front, alloc, init, ownmap, stats (stats_get, stats_print:
+ * the exported hak_stats_get / hak_stats_print start up here first), ctl
+ * (ctl_register, from the constructor below); superslab and large (a
+ * block's size, for annotation only).
  */
 #include "hakmem.h"
 
 #include "alloc.h"
 #include "annotate.h"
+#include "ctl.h"
 #include "front.h"
 #include "init.h"
 #include "ownmap.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <string.h>
@@ -130,14 +134,22 @@ HAK_EXPORT size_t hak_usable_size(const void *p) { return front_usable_size(p); 
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
 
-#if HAK_DEBUG
-#define HAK_FLAVOUR " debug"
-#elif HAK_SECURE
-#define HAK_FLAVOUR " secure"
-#else
-#define HAK_FLAVOUR " release"
-#endif
-HAK_EXPORT const char *hak_version(void) { return HAK_STR_VERSION HAK_FLAVOUR; }
+HAK_EXPORT const char *hak_version(void) { return HAK_VERSION_STRING; }
+HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
+  if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
+  init_ensure(); /* the class table is filled at start-up */
+  return stats_get(out);
+}
+HAK_EXPORT void hak_stats_print(FILE *out) {
+  init_ensure();
+  stats_print(out);
+}
+
+/* The report thread's hooks reach init through a registration, not a call
+ * from init up to ctl. This file is in every link of the library (it holds
+ * malloc), so the constructor always runs; init starts the thread when
+ * both this and start-up are done, in whichever order they come. */
+__attribute__((constructor)) static void api_register_upper(void) { ctl_register(); }
 
 /* Hidden entry points for the C++ operators (no PLT hop inside the .so). */
 /* GCC wants the alias to repeat the target's attributes (copy); clang has

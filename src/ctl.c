@@ -6,6 +6,7 @@
  * result) so that code and habits carry over; the names are hakmem's own.
  */
 #include "ctl.h"
+#include "alloc.h"
 #include "hakmem.h"
 #include "init.h"
 #include "options.h"
@@ -96,7 +97,7 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
   if (oldp == NULL) return ctl_out(NULL, oldlenp, NULL, len);
   pthread_mutex_lock(&ctl_stats_lock);
   st.size = sizeof st;
-  hak_stats_get(&st);
+  stats_get(&st); /* started up: hak_ctl did */
   if (len == sizeof(unsigned)) {
     u = name[0] == 'v' ? st.version : st.nclasses;
     src = &u;
@@ -113,7 +114,7 @@ HAK_EXPORT int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void
   init_ensure(); /* options must be in force before anything is read */
   if (strcmp(name, "version") == 0) {
     CTL_READ_ONLY();
-    const char *v = hak_version();
+    const char *v = HAK_VERSION_STRING;
     return ctl_out(oldp, oldlenp, &v, sizeof v);
   }
   if (strncmp(name, "stats.", 6) == 0) {
@@ -122,9 +123,9 @@ HAK_EXPORT int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void
   }
   if (strcmp(name, "purge") == 0 || strcmp(name, "thread.flush") == 0) {
     if (oldp != NULL || newp != NULL) return EPERM; /* an action carries no value */
-    /* thread.flush: hak_collect(0) gives back what is idle without forcing
+    /* thread.flush: alloc_collect(false) gives back what is idle without forcing
      * the other threads' caches; a per-thread flush can replace it here. */
-    hak_collect(name[0] == 'p');
+    alloc_collect(name[0] == 'p');
     return 0;
   }
   if (strcmp(name, "opt.purge_delay_ms") == 0) {
@@ -228,7 +229,7 @@ static void *ctl_thread(void *arg) {
   return NULL;
 }
 
-void ctl_start(void) {
+static void ctl_start(void) {
   if (opt.force_libc) return;
   static const int sigs[] = {0, SIGUSR1, SIGHUP, SIGWINCH}; /* HAK_SIG_* order */
   bool want = opt.stats_interval_ms != 0 || opt.stats_signal != HAK_SIG_OFF ||
@@ -258,9 +259,13 @@ void ctl_start(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* fork (init.c): the snapshot lock is held across it, before the
- * allocator's (hak_stats_get takes those under it). The child has no
- * report thread: periodic reports and time-based dumps stop there. */
-void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
-void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
-void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+/* fork (init.c's handlers, through the hooks): the snapshot lock is held
+ * across it, before the profiler's and the allocator's (stats_get takes
+ * those under it). The child has no report thread: periodic reports and
+ * time-based dumps stop there. */
+static void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
+static void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+static void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+
+static const init_upper_t ctl_upper = {ctl_start, ctl_fork_prepare, ctl_fork_parent, ctl_fork_child};
+void ctl_register(void) { init_register_upper(&ctl_upper); }

@@ -6,21 +6,21 @@
  * profile dumps. Promises: everything here is a cold path; the report
  * thread exists only when one of HAKMEM_STATS_SIGNAL,
  * HAKMEM_STATS_INTERVAL_MS or HAKMEM_PROF_INTERVAL_MS is set; signal
- * handlers only set a flag. May call: options, stats, prof, api
- * (hak_collect, hak_stats_get, hak_prof_dump, hak_version), os, init.
+ * handlers only set a flag. May call: options, stats (stats_get, the
+ * report), prof and prof_dump (hak_prof_dump), alloc (alloc_collect), os,
+ * init (init_ensure, and the hook registration); never api: the version
+ * string is internal.h's HAK_VERSION_STRING.
  */
 #ifndef HAK_CTL_H
 #define HAK_CTL_H
 
 #include "internal.h"
 
-/* From init, once malloc works (pthread_create allocates): install the
- * HAKMEM_STATS_SIGNAL handler and start the report thread if any periodic
- * option is set; otherwise nothing. */
-void ctl_start(void);
-/* fork (init.c): hold the statistics snapshot lock across it. */
-void ctl_fork_prepare(void);
-void ctl_fork_parent(void);
-void ctl_fork_child(void);
+/* Register ctl's hooks with init (api.c's constructor calls it, so every
+ * link of the library has it): once start-up is done and malloc works
+ * (pthread_create allocates), install the HAKMEM_STATS_SIGNAL handler and
+ * start the report thread if any periodic option is set; at fork, hold
+ * the statistics snapshot lock across it, outermost. */
+void ctl_register(void);
 
 #endif

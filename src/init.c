@@ -2,7 +2,6 @@
  * init.c — process initialisation and fork safety (see init.h).
  */
 #include "init.h"
-#include "ctl.h"
 #include "decay.h"
 #include "heap.h"
 #include "large.h"
@@ -18,6 +17,27 @@
 
 _Atomic int init_state;
 
+/* The upper layer's hooks (init.h); NULL until registered. */
+static const init_upper_t *_Atomic init_upper;
+static _Atomic int init_upper_started;
+/* The hooks seen by fork_prepare, so parent and child undo exactly what
+ * prepare did even if a registration lands in between. */
+static const init_upper_t *init_fork_upper;
+
+/* Once both the registration and start-up are done. Both sides store
+ * (seq_cst) and then load the other's flag, so at least one sees both;
+ * the exchange makes it run once. */
+static void init_upper_start(void) {
+  const init_upper_t *u = atomic_load(&init_upper);
+  if (u == NULL || atomic_load(&init_state) != 2) return;
+  if (atomic_exchange(&init_upper_started, 1) == 0) u->start();
+}
+
+void init_register_upper(const init_upper_t *u) {
+  atomic_store(&init_upper, u);
+  init_upper_start();
+}
+
 /* fork: hold every global lock across the fork so the child inherits
  * consistent lists, then release them on both sides. In the child only the
  * forking thread exists; it holds the locks, so it may unlock them
@@ -29,7 +49,8 @@ static void init_fork_prepare(void) {
   /* Outermost first: the report thread's statistics lock and the
    * profiler's locks are held while the allocator's are taken (a dump
    * allocates), never the other way round. */
-  ctl_fork_prepare();
+  init_fork_upper = atomic_load(&init_upper);
+  if (init_fork_upper != NULL) init_fork_upper->fork_prepare(); /* ctl's */
   prof_fork_prepare();
   decay_fork_prepare(); /* no purge pass runs across the fork */
   heap_lock_all();
@@ -46,7 +67,7 @@ static void init_fork_parent(void) {
   init_fork_unlock();
   decay_fork_parent();
   prof_fork_parent();
-  ctl_fork_parent();
+  if (init_fork_upper != NULL) init_fork_upper->fork_parent();
 }
 static void init_fork_child(void) {
   /* Keep the forking thread's heap and the shared exit heap. */
@@ -55,7 +76,7 @@ static void init_fork_child(void) {
   init_fork_unlock();
   decay_fork_child();
   prof_fork_child();
-  ctl_fork_child();
+  if (init_fork_upper != NULL) init_fork_upper->fork_child();
 }
 
 void init_process_slow(void) {
@@ -73,10 +94,10 @@ void init_process_slow(void) {
     prof_init();
     stats_init();
     heap_process_init();
-    atomic_store_explicit(&init_state, 2, memory_order_release);
+    atomic_store(&init_state, 2); /* seq_cst: see init_upper_start */
     /* pthread_atfork may allocate: only now, when malloc works. */
     if (!opt.force_libc) pthread_atfork(init_fork_prepare, init_fork_parent, init_fork_child);
-    ctl_start(); /* the report thread, when an option asks for one (ctl.c) */
+    init_upper_start(); /* the report thread, when an option asks for one (ctl.c) */
     return;
   }
   /* Another thread is initialising; it never allocates while doing so, so

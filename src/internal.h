@@ -92,6 +92,17 @@ void os_assert_fail(const char *expr, const char *file, int line) __attribute__(
 #define HAK_STR2_(x) #x
 #define HAK_STR_(x) HAK_STR2_(x)
 #define HAK_STR_VERSION HAK_STR_(HAKMEM_VERSION_MAJOR) "." HAK_STR_(HAKMEM_VERSION_MINOR) "." HAK_STR_(HAKMEM_VERSION_PATCH)
+/* hak_version()'s text, defined once: api.c returns it, and the report
+ * (stats.c) and hak_ctl's "version" (ctl.c) use it without calling up
+ * into api.c. */
+#if HAK_DEBUG
+#define HAK_FLAVOUR " debug"
+#elif HAK_SECURE
+#define HAK_FLAVOUR " secure"
+#else
+#define HAK_FLAVOUR " release"
+#endif
+#define HAK_VERSION_STRING HAK_STR_VERSION HAK_FLAVOUR
 
 /* The calling thread's identity for slab ownership: the thread pointer
  * (one %fs-relative compare on x86-64). Unique among live threads; a

@@ -2,7 +2,7 @@
  * stats.c — statistics snapshot and report (see stats.h).
  *
  * The report is formatted into a caller buffer with snprintf and written
- * with write(2) (at exit) or fputs (hak_stats_print), never while a lock of
+ * with write(2) (at exit) or fputs (stats_print), never while a lock of
  * the allocator is held, since stdio may allocate.
  */
 #include "stats.h"
@@ -10,7 +10,6 @@
 #include "hakmem.h"
 #include "decay.h"
 #include "heap.h"
-#include "init.h"
 #include "large.h"
 #include "options.h"
 #include "os.h"
@@ -305,12 +304,11 @@ static void stats_visit(const superslab_t *ss, void *arg) {
   acct_superslab(ac, ss);
 }
 
-HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
+int stats_get(struct hak_stats *out) {
   /* Callers built against an older header pass a smaller size: everything
    * up to classes[] has been there since version 1, and nothing past
    * out->size is written (the memcpy at the end). */
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
-  init_ensure(); /* the class table is filled at start-up */
   struct hak_stats st;
   memset(&st, 0, sizeof st);
   st.size = out->size;
@@ -393,11 +391,11 @@ size_t stats_format(char *buf, size_t cap) { return stats_format_ex(buf, cap, fa
 size_t stats_format_ex(char *buf, size_t cap, bool fields) {
   struct hak_stats st;
   st.size = sizeof st;
-  hak_stats_get(&st);
+  stats_get(&st);
   sbuf_t sb = {buf, cap, 0};
   if (cap) buf[0] = 0;
 #define OUT(...) sb_printf(&sb, __VA_ARGS__)
-  OUT("hakmem %s statistics (pid %d)\n", hak_version(), (int)getpid());
+  OUT("hakmem %s statistics (pid %d)\n", HAK_VERSION_STRING, (int)getpid());
   OUT("os: mapped %.0f KiB (peak %.0f KiB), purged %.0f KiB total\n", KIB(st.mapped_bytes),
       KIB(st.mapped_peak_bytes), KIB(st.purged_bytes));
   OUT("os calls: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n", st.mmap_calls, st.munmap_calls,
@@ -480,7 +478,7 @@ size_t stats_doc_table(char *buf, size_t cap) {
   return sb.n;
 }
 
-HAK_EXPORT void hak_stats_print(FILE *out) {
+void stats_print(FILE *out) {
   static char buf[16384]; /* static: callers may be short of stack; report is rare */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_lock(&lock); /* stdio may allocate: fine, no allocator lock is held */

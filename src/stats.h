@@ -9,8 +9,11 @@
  * the exit-time report of HAKMEM_STATS=1, and — only when built with
  * -DHAKMEM_STATS=ON — per-thread event counters merged at thread exit.
  * Promises: in the default build HAK_STAT() compiles to nothing, so no hot
- * path carries a counter. May call: superslab, large, decay, os, options,
- * init, api (hak_version).
+ * path carries a counter. May call: superslab, large, decay, heap, prof,
+ * ownmap, sizeclass, os, options. The exported hak_stats_get and
+ * hak_stats_print are api.c's: they start the process up (init), then
+ * call stats_get / stats_print here, so this file never calls up into
+ * init or api.
  */
 #ifndef HAK_STATS_H
 #define HAK_STATS_H
@@ -53,6 +56,13 @@ HAK_INLINE void stats_thread_merge(void) {}
 void stats_init(void);
 /* The descriptor exit-time reports go to. */
 int stats_report_fd(void);
+
+/* hak_stats_get's body (api.c starts up first): fills *out up to
+ * out->size; -1 if out is NULL or too small for the version-1 fields.
+ * Only after start-up (the class table is filled there). */
+int stats_get(struct hak_stats *out);
+/* hak_stats_print's body: the report to out (stderr if NULL). */
+void stats_print(FILE *out);
 
 /* Format the report into buf (NUL-terminated, truncated to cap). */
 size_t stats_format(char *buf, size_t cap);
