@@ -41,6 +41,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_includes  # noqa: E402  (the table reader both checks share)
+
 BEGIN = "<!-- calls:begin -->"
 END = "<!-- calls:end -->"
 NAME_RE = re.compile(r"`([A-Za-z0-9_./+-]+\.(?:c|cpp))`")
@@ -115,31 +118,9 @@ def call_graph(build):
 
 
 def parse_table(readme):
-    """{file: (allowed set, tolerated set, line number)}; raises ValueError."""
-    with open(readme, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    try:
-        start = next(i for i, l in enumerate(lines) if l.strip() == BEGIN)
-        stop = next(i for i, l in enumerate(lines) if l.strip() == END and i > start)
-    except StopIteration:
-        raise ValueError("%s: no table between %s and %s" % (readme, BEGIN, END))
-    table = {}
-    for i in range(start + 1, stop):
-        line = lines[i].strip()
-        if not line.startswith("|") or set(line) <= set("|-: "):
-            continue
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        names = NAME_RE.findall(cells[0])
-        if len(names) != 1:
-            continue  # the header row
-        if len(cells) < 2:
-            raise ValueError("%s:%d: row for %s has no 'may call' column" % (readme, i + 1, names[0]))
-        allowed = set(NAME_RE.findall(cells[1]))
-        tolerated = set(NAME_RE.findall(cells[2])) if len(cells) > 2 else set()
-        if names[0] in table:
-            raise ValueError("%s:%d: %s has two rows" % (readme, i + 1, names[0]))
-        table[names[0]] = (allowed, tolerated, i + 1)
-    return table
+    """{file: (allowed set, tolerated set, line number)} of the calls table;
+    raises ValueError."""
+    return check_includes.parse_table(readme, BEGIN, END, NAME_RE, "may call")
 
 
 def cycles(graph):

@@ -78,29 +78,31 @@ def project_includes(path):
     return found
 
 
-def parse_table(readme):
-    """{file: (allowed set, tolerated set, line number)}; raises ValueError."""
+def parse_table(readme, begin=BEGIN, end=END, name_re=NAME_RE, column="may include"):
+    """{file: (allowed set, tolerated set, line number)} of the table between
+    begin and end (check_calls.py reads its calls table with it too);
+    raises ValueError."""
     with open(readme, encoding="utf-8") as f:
         lines = f.read().split("\n")
     try:
-        start = next(i for i, l in enumerate(lines) if l.strip() == BEGIN)
-        stop = next(i for i, l in enumerate(lines) if l.strip() == END and i > start)
+        start = next(i for i, l in enumerate(lines) if l.strip() == begin)
+        stop = next(i for i, l in enumerate(lines) if l.strip() == end and i > start)
     except StopIteration:
-        raise ValueError("%s: no table between %s and %s" % (readme, BEGIN, END))
+        raise ValueError("%s: no table between %s and %s" % (readme, begin, end))
     table = {}
     for i in range(start + 1, stop):
         line = lines[i].strip()
         if not line.startswith("|") or set(line) <= set("|-: "):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
-        names = NAME_RE.findall(cells[0])
+        names = name_re.findall(cells[0])
         if len(names) != 1:
             continue  # the header row
         if len(cells) < 2:
-            raise ValueError("%s:%d: row for %s has no 'may include' column"
-                             % (readme, i + 1, names[0]))
-        allowed = set(NAME_RE.findall(cells[1]))
-        tolerated = set(NAME_RE.findall(cells[2])) if len(cells) > 2 else set()
+            raise ValueError("%s:%d: row for %s has no '%s' column"
+                             % (readme, i + 1, names[0], column))
+        allowed = set(name_re.findall(cells[1]))
+        tolerated = set(name_re.findall(cells[2])) if len(cells) > 2 else set()
         if names[0] in table:
             raise ValueError("%s:%d: %s has two rows" % (readme, i + 1, names[0]))
         table[names[0]] = (allowed, tolerated, i + 1)
