@@ -322,14 +322,7 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
             out.append(row)
         out.append("")
 
-    if libs:
-        out.append("## Libraries\n")
-        for l in libs:
-            env = f" with {l[2]}" if len(l) > 2 and l[2] else ""
-            path, _, ver = l[1].partition(" (")
-            out.append(f"- {name_of(l[0])}: `{path}`{' (' + ver if ver else ''}{env}")
-        out.append("")
-    out.append(f"Raw results: `{os.path.basename(raw)}` (one line per run).\n")
+    out.extend(libs_block(libs, raw))
     text = "\n".join(out)
     with open(out_md, "w") as f:
         f.write(text)
@@ -594,6 +587,21 @@ def cross_thread_goal(S, benches, ratio, best_peer_name, readme=False):
             xs, ok = fmt_goal(x, GOAL_CROSS), ("✓" if x >= GOAL_CROSS else "✗")
         out.append(f"| {b} | {hm} | {peer or '–'} | {pm} | {xs} | {ok} |")
     out.append("")
+    return out
+
+
+def libs_block(libs, raw, name=None):
+    """The closing "Libraries" section (what each row preloaded) and the raw file's name."""
+    name = name or name_of
+    out = []
+    if libs:
+        out.append("## Libraries\n")
+        for l in libs:
+            env = f" with {l[2]}" if len(l) > 2 and l[2] else ""
+            path, _, ver = l[1].partition(" (")
+            out.append(f"- {name(l[0])}: `{path}`{' (' + ver if ver else ''}{env}")
+        out.append("")
+    out.append(f"Raw results: `{os.path.basename(raw)}` (one line per run).\n")
     return out
 
 

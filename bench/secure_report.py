@@ -97,14 +97,7 @@ def secure_report(raw, metafile, out_md):
         out.append(f"| geometric mean | | | | | {geo:.2f} | | | |")
     out.append("\nBold: a row below the every-row goal.\n")
 
-    if libs:
-        out.append("## Libraries\n")
-        for l in libs:
-            env = f" with {l[2]}" if len(l) > 2 and l[2] else ""
-            path, _, ver = l[1].partition(" (")
-            out.append(f"- {l[0]}: `{path}`{' (' + ver if ver else ''}{env}")
-        out.append("")
-    out.append(f"Raw results: `{os.path.basename(raw)}` (one line per run).\n")
+    out.extend(report.libs_block(libs, raw, name=lambda a: a))
     with open(out_md, "w") as f:
         f.write("\n".join(out))
     return 0
