@@ -834,6 +834,24 @@ static void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s) {
   return slab_pop(sh, first);
 }
 
+/* Profiling: a batch is every free block of s, and what is freed while
+ * the batch is served goes to s's own list, so a batch holds about the
+ * slab's spare blocks and one refill served only a page's worth of the
+ * large classes (about one refill per 21 mallocs in random mixed). Carve
+ * ahead until s has eight pages' worth spare. Profiling only: the pages
+ * carved are the ones the batch hands out next. */
+static void heap_shadow_widen(slab_t *s) {
+  unsigned have = (unsigned)(s->carved - s->used);
+  if (have >= 8u * sc_batch[s->cls] || s->carved >= s->capacity) return;
+  block_t *old = s->free, *tail = old;
+  s->free = NULL;
+  ss_slab_carve(s);
+  if (old == NULL) return;
+  for (block_t *nx; (nx = blk_next(tail)) != NULL && slab_holds(s, nx);) tail = nx;
+  blk_set_next(tail, s->free);
+  s->free = old;
+}
+
 /* Profiling, thread exit: the unpopped rest of each batch goes back to its
  * slab's list. */
 static void heap_shadow_return(heap_t *h) {
@@ -890,7 +908,10 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->shadow != NULL) return heap_shadow_fill(h, cls, s);
+  if (h->shadow != NULL) {
+    heap_shadow_widen(s);
+    return heap_shadow_fill(h, cls, s);
+  }
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
    * exit and profiling heaps, whose locks are held here (pthread_create
