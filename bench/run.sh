@@ -471,8 +471,13 @@ acct_run() { # bname benv prog args
   [ -x /usr/bin/time ] && m="/usr/bin/time -f MAXRSS_KB=%M -o $TMP/time.txt"
   # shellcheck disable=SC2086
   timeout -k 5 "$TIMEOUT" $m env -u LD_PRELOAD $2 $envs HAKMEM_STATS=1 HAKMEM_STATS_INTERVAL_MS=10 \
-    HAKMEM_STATS_FILE="$TMP/acct.txt" LD_PRELOAD="$pre" "$BENCH_BIN/$3" $4 >"$TMP/acct.out" 2>"$TMP/acct.err"
-  local rss; rss=$(sed -n 's/.*MAXRSS_KB=\([0-9]*\).*/\1/p' "$TMP/time.txt" | head -n1)
+    HAKMEM_STATS_FILE="$TMP/acct.txt" LD_PRELOAD="$pre" "$(bench_prog "$3")" $4 >"$TMP/acct.out" 2>"$TMP/acct.err"
+  # A real program's RESULT line gives the largest process's peak (time(1) would
+  # measure the wrapper script); its processes append their reports to one file,
+  # and report.py keeps the largest, so the split describes that same process.
+  local rss=""
+  case $3 in real/*) rss=$(sed -n 's/.*peak_rss_kb=\([0-9]*\).*/\1/p' "$TMP/acct.out" | head -n1) ;; esac
+  [ -n "$rss" ] || rss=$(sed -n 's/.*MAXRSS_KB=\([0-9]*\).*/\1/p' "$TMP/time.txt" | head -n1)
   [ -n "$rss" ] || rss=$(sed -n 's/.*peak_rss_kb=\([0-9]*\).*/\1/p' "$TMP/acct.out" | head -n1)
   printf '%s\t%s\t%s\n' "$1" "${rss:-}" "$($PY "$ROOT/bench/report.py" acct "$TMP/acct.txt" "$TMP/acct.err")" >>"$ACCT"
 }
