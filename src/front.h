@@ -16,8 +16,9 @@
  * that p starts a block (a multiply, no division) and is not marked free
  * (a double free in any order). malloc_usable_size of such a block takes
  * free's tests and reads the block size. No locks, no atomic read-modify-writes, no
- * option reads, no counters. Everything else is one call: alloc_slow or
- * free_slow.
+ * option reads, no counters. Everything else is one call: alloc_slow, or
+ * free_slow (free_other in the default build when the slab is known: a
+ * remote free need not look it up again).
  * May call: alloc.c's slow paths.
  */
 #ifndef HAK_FRONT_H
@@ -31,6 +32,7 @@
 void *alloc_slow(size_t size) HAK_SLOW;
 void free_slow(void *p) HAK_SLOW;
 void alloc_slab_emptied(slab_t *s) HAK_COLD;
+void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) HAK_SLOW;
 size_t alloc_usable_size(const void *p);
 
 HAK_INLINE void *front_malloc(size_t size) {
@@ -55,8 +57,8 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
   unsigned shift = ownmap_load(a);
   if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
     slab_t *s = ss_slab_of(p, shift);
-    if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID() &&
-                   slab_hit_is_block_start(s, p))) {
+    uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (HAK_LIKELY(owner == HAK_THREAD_ID() && slab_hit_is_block_start(s, p))) {
       block_t *b = p;
       /* Free already (marked, or the list's head in the default build): a
        * double free (or, with a chance of 2^-64, data that happens to
@@ -70,6 +72,13 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
         return;
       }
     }
+#if !HAK_CHECKED
+    /* Another thread's slab (or anything odd about this one): the remote
+     * free starts from what was just read instead of looking it all up
+     * again. The checked builds keep the one full slow path. */
+    free_other(p, s, owner, slow);
+    return;
+#endif
   }
   slow(p);
 }
