@@ -66,32 +66,40 @@ typedef struct block {
  * (thread_free) and the cold list fields, so a remote free never steals
  * the owner's hot line. */
 typedef struct slab {
+  /* First line: the owner's, written by every malloc and local free. */
   block_t *free;              /* malloc pops here (owner only) */
-  _Atomic uintptr_t owner;    /* see protocol above */
-  uint8_t *area;              /* first block */
-  uint64_t div_mul;           /* ceil(2^64 / bsize): block-start check */
-  uint64_t div_base;          /* area * div_mul (mod 2^64) */
-  uint64_t span;              /* capacity * bsize: the block area's bytes */
-  uint64_t pad0;
   uint16_t used;              /* blocks not on `free` (handed out, or freed remotely) */
-  uint16_t capacity;          /* blocks in the slab */
-  uint32_t bsize;             /* block size */
-  /* second line */
-  _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48 */
+  uint16_t carved;            /* blocks carved from fresh memory so far */
+  uint8_t in_partial;         /* on the owner heap's partial list */
+  uint8_t pad0[3];
+  _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48: a
+                                    publisher writes it once per batch */
   struct slab *next;          /* owner heap's partial list */
   union {
     struct slab *prev;        /* in use: partial list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
-  uint16_t carved;            /* blocks carved from fresh memory so far */
+  uint8_t pad1[24];
+  /* Second line: what a free from another thread reads (the owner word and
+   * the geometry), written only when the slab changes hands or is marked
+   * full. On the first line it shared a cache line with `free` and `used`,
+   * so every remote free missed on a line the owner's mallocs had just
+   * written. */
+  _Atomic uintptr_t owner;    /* see protocol above */
+  uint8_t *area;              /* first block */
+  uint64_t div_mul;           /* ceil(2^64 / bsize): block-start check */
+  uint64_t div_base;          /* area * div_mul (mod 2^64) */
+  uint64_t span;              /* capacity * bsize: the block area's bytes */
+  uint16_t capacity;          /* blocks in the slab */
   uint8_t cls;                /* size class */
-  uint8_t in_partial;         /* on the owner heap's partial list */
+  uint8_t pad2;
+  uint32_t bsize;             /* block size */
   uint32_t index;             /* slab index in its superslab */
-  uint8_t pad[32];
+  uint8_t pad3[12];
 } slab_t;
 
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
-_Static_assert(__builtin_offsetof(slab_t, thread_free) == 64, "remote frees write the second line");
+_Static_assert(__builtin_offsetof(slab_t, owner) == 64, "a remote free reads the second line only");
 
 /* The per-process secret (set once at start-up, never 0; the secure
  * build's carving order uses it too). In the checked builds a free block's
