@@ -55,7 +55,6 @@ typedef struct large_hdr {
 typedef struct arena_span {
   uint32_t start, count; /* in granules */
   uint64_t freed_ms;     /* at most the oldest freed[] of its warm granules */
-  uint64_t last_ms;      /* the latest free into it */
 } arena_span_t;
 
 /* warm[]: one bit per granule that may hold resident pages: set when the
@@ -72,13 +71,10 @@ typedef struct large_arena {
   uint32_t nfree;        /* entries in free[], sorted by start */
   uint32_t used;         /* granules in blocks */
   uint64_t warm[ARENA_GRANS / 64];
-  /* When each granule was last freed (os_now_ms, low 32 bits). A span
-   * quiet for the purge delay goes back whole; a span that a free reached
-   * more recently keeps its warm granules one more delay (a region in use
-   * is likely to be reused soon: purging its old part made big buffers
-   * fault it in again), but no longer: one time per span, reset by every
-   * free that coalesced into it, kept a hole resident for good while a
-   * neighbour block was cycled faster than the delay. */
+  /* When each granule was last freed (os_now_ms, low 32 bits): the purge
+   * delay runs per granule. A span's one time, reset by every free that
+   * coalesced into it, kept a hole resident for good while a neighbour
+   * block was cycled faster than the delay. */
   uint32_t freed[ARENA_GRANS];
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
@@ -163,7 +159,7 @@ static large_arena_t *arena_new(void) {
   a->base = base;
   a->nfree = 1;
   a->used = 1; /* granule 0 holds this descriptor */
-  a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1, .freed_ms = UINT64_MAX, .last_ms = 0};
+  a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1, .freed_ms = UINT64_MAX};
   for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_LARGE);
   a->next = large_arenas;
   large_arenas = a;
@@ -245,16 +241,14 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
       arena_remove_span(a, i);
     }
     if (now < p->freed_ms) p->freed_ms = now;
-    p->last_ms = now;
   } else if (next) {
     a->free[i].start = start;
     a->free[i].count += count;
     if (now < a->free[i].freed_ms) a->free[i].freed_ms = now;
-    a->free[i].last_ms = now;
   } else {
     HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
     memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
-    a->free[i] = (arena_span_t){.start = start, .count = count, .freed_ms = now, .last_ms = now};
+    a->free[i] = (arena_span_t){.start = start, .count = count, .freed_ms = now};
     a->nfree++;
   }
 }
@@ -262,13 +256,6 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
 /* Decommit free spans idle for the purge delay; unmap arenas that are
  * wholly free and clean, keeping one. Under large_lock. Lowers *next to
  * when the next dirty span becomes due. */
-/* ms since t, 0 if t is later (another thread's clock read after ours). */
-static uint64_t arena_since(uint64_t now, uint64_t t) { return now > t ? now - t : 0; }
-static uint32_t arena_granule_idle(const large_arena_t *a, uint32_t g, uint64_t now) {
-  int32_t d = (int32_t)((uint32_t)now - a->freed[g]);
-  return d > 0 ? (uint32_t)d : 0;
-}
-
 static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
   uint64_t delay = opt.purge_delay_ms;
   large_arena_t **link = &large_arenas;
@@ -279,14 +266,11 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
       arena_span_t *s = &a->free[i];
       uint32_t warm = arena_warm(a, s->start, s->count, WARM_COUNT);
       if (warm == 0) continue;
-      /* Quiet for the delay: every warm granule goes; else those idle for
-       * twice the delay. */
-      uint64_t hold = force || arena_since(now, s->last_ms) >= delay ? delay : 2 * delay;
-      if (force || arena_since(now, s->freed_ms) >= hold) {
-        /* Decommit the warm granules idle for hold, one madvise per run
-         * of them (cold granules between are taken along: they cost the
-         * kernel a page-table walk, not a syscall), and keep the oldest
-         * time of those that stay. */
+      if (force || now - s->freed_ms >= delay) {
+        /* Decommit the warm granules idle for the delay, one madvise per
+         * run of them (cold granules between are taken along: they cost
+         * the kernel a page-table walk, not a syscall), and keep the
+         * oldest time of those that stay. */
         uint64_t oldest = UINT64_MAX;
         uint32_t end = s->start + s->count, purged = 0;
         for (uint32_t g = s->start; g < end;) {
@@ -294,8 +278,8 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
             g++;
             continue;
           }
-          uint32_t idle = arena_granule_idle(a, g, now);
-          if (!force && idle < hold) {
+          uint32_t idle = (uint32_t)now - a->freed[g];
+          if (!force && idle < delay) {
             if (now - idle < oldest) oldest = now - idle;
             g++;
             continue;
@@ -303,7 +287,7 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
           uint32_t lo = g, hi = g;
           for (; g < end; g++) {
             if (!arena_granule_warm(a, g)) continue;
-            if (!force && arena_granule_idle(a, g, now) < hold) break;
+            if (!force && (uint32_t)now - a->freed[g] < delay) break;
             purged++;
             hi = g + 1;
           }
@@ -316,8 +300,7 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
         s->freed_ms = oldest;
       }
       if (s->freed_ms != UINT64_MAX) {
-        uint64_t due = s->last_ms + delay < s->freed_ms + 2 * delay ? s->last_ms + delay : s->freed_ms + 2 * delay;
-        if (due < *next) *next = due;
+        if (s->freed_ms + delay < *next) *next = s->freed_ms + delay;
         clean = false;
       }
     }
