@@ -54,7 +54,7 @@ typedef struct large_hdr {
 
 typedef struct arena_span {
   uint32_t start, count; /* in granules */
-  uint64_t freed_ms;     /* at most the oldest freed[] of its warm granules */
+  uint64_t freed_ms;
 } arena_span_t;
 
 /* warm[]: one bit per granule that may hold resident pages: set when the
@@ -71,11 +71,6 @@ typedef struct large_arena {
   uint32_t nfree;        /* entries in free[], sorted by start */
   uint32_t used;         /* granules in blocks */
   uint64_t warm[ARENA_GRANS / 64];
-  /* When each granule was last freed (os_now_ms, low 32 bits): the purge
-   * delay runs per granule. A span's one time, reset by every free that
-   * coalesced into it, kept a hole resident for good while a neighbour
-   * block was cycled faster than the delay. */
-  uint32_t freed[ARENA_GRANS];
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
@@ -159,7 +154,7 @@ static large_arena_t *arena_new(void) {
   a->base = base;
   a->nfree = 1;
   a->used = 1; /* granule 0 holds this descriptor */
-  a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1, .freed_ms = UINT64_MAX};
+  a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1};
   for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_LARGE);
   a->next = large_arenas;
   large_arenas = a;
@@ -227,7 +222,6 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
   arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
-  for (uint32_t g = start; g < start + count; g++) a->freed[g] = (uint32_t)now;
   unsigned i = 0;
   while (i < a->nfree && a->free[i].start < start) i++;
   bool prev = i > 0 && a->free[i - 1].start + a->free[i - 1].count == start;
@@ -237,14 +231,13 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
     p->count += count;
     if (next) {
       p->count += a->free[i].count;
-      if (a->free[i].freed_ms < p->freed_ms) p->freed_ms = a->free[i].freed_ms;
       arena_remove_span(a, i);
     }
-    if (now < p->freed_ms) p->freed_ms = now;
+    p->freed_ms = now;
   } else if (next) {
     a->free[i].start = start;
     a->free[i].count += count;
-    if (now < a->free[i].freed_ms) a->free[i].freed_ms = now;
+    a->free[i].freed_ms = now;
   } else {
     HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
     memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
@@ -267,39 +260,17 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
       uint32_t warm = arena_warm(a, s->start, s->count, WARM_COUNT);
       if (warm == 0) continue;
       if (force || now - s->freed_ms >= delay) {
-        /* Decommit the warm granules idle for the delay, one madvise per
-         * run of them (cold granules between are taken along: they cost
-         * the kernel a page-table walk, not a syscall), and keep the
-         * oldest time of those that stay. */
-        uint64_t oldest = UINT64_MAX;
-        uint32_t end = s->start + s->count, purged = 0;
-        for (uint32_t g = s->start; g < end;) {
-          if (!arena_granule_warm(a, g)) {
-            g++;
-            continue;
-          }
-          uint32_t idle = (uint32_t)now - a->freed[g];
-          if (!force && idle < delay) {
-            if (now - idle < oldest) oldest = now - idle;
-            g++;
-            continue;
-          }
-          uint32_t lo = g, hi = g;
-          for (; g < end; g++) {
-            if (!arena_granule_warm(a, g)) continue;
-            if (!force && (uint32_t)now - a->freed[g] < delay) break;
-            purged++;
-            hi = g + 1;
-          }
-          os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
-          arena_warm(a, lo, hi - lo, WARM_CLEAR);
-        }
-        size_t b = (size_t)purged << ARENA_GRAN_SHIFT;
+        /* One madvise from the first warm granule to the last: the cold
+         * ones between cost the kernel a page-table walk, not a syscall. */
+        uint32_t lo = s->start, hi = s->start + s->count;
+        while (!arena_granule_warm(a, lo)) lo++;
+        while (!arena_granule_warm(a, hi - 1)) hi--;
+        os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
+        arena_warm(a, lo, hi - lo, WARM_CLEAR);
+        size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
         arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
         decay_count(b);
-        s->freed_ms = oldest;
-      }
-      if (s->freed_ms != UINT64_MAX) {
+      } else {
         if (s->freed_ms + delay < *next) *next = s->freed_ms + delay;
         clean = false;
       }

@@ -9,19 +9,13 @@
  *           the arena; calloc of 24 MiB from that span zeroes only the 4 MiB
  *           that may be dirty (a flag per span zeroed all 24 MiB, faulting
  *           in 20 MiB the kernel hands out zeroed anyway). The block reads
- *           as zero throughout;
- *   decay:  (run with a short HAKMEM_PURGE_DELAY_MS) an 8 MiB block is
- *           freed beside a 2 MiB one that is then freed and allocated again
- *           every few milliseconds: the idle granules go back once idle for
- *           the delay (a time per span, reset by every free coalescing into
- *           it, kept the whole 8 MiB resident for as long as the neighbour
- *           was cycled).
+ *           as zero throughout.
  *
- * place and calloc run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so
- * that no purge by time changes what is resident meanwhile. RSS bounds are generous: half of
+ * Run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so that no purge by
+ * time changes what is resident meanwhile. RSS bounds are generous: half of
  * what the mechanism saves. Linked against libhakmem.so; no timing.
  *
- *   test_arena_warm [place|calloc|all|decay]
+ *   test_arena_warm [place|calloc|all]
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -29,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "testutil.h"
 
@@ -82,46 +75,10 @@ static void calloc_sparse(void)
   malloc_trim(0);
 }
 
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void decay(void)
-{
-  const char *d = getenv("HAKMEM_PURGE_DELAY_MS");
-  double delay = d != NULL ? atof(d) : 100;
-  unsigned char *x = malloc(8 * MiB), *y = malloc(2 * MiB), *fence = malloc(2 * MiB);
-  CHECK(x && y && fence, "malloc");
-  touch(x, 8 * MiB, 1), touch(y, 2 * MiB, 2), touch(fence, 2 * MiB, 3);
-  size_t before = tu_rss_bytes();
-  free(x);
-  /* Cycle the neighbour for ten delays (wall clock: a loaded machine only
-   * makes the run longer). */
-  unsigned cycles = 0;
-  for (double t0 = now_ms(); now_ms() - t0 < 10 * delay; cycles++) {
-    free(y);
-    y = malloc(2 * MiB);
-    CHECK(y != NULL, "malloc(2 MiB)");
-    touch(y, 2 * MiB, (unsigned char)cycles);
-    struct timespec ts = {0, 2 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  size_t after = tu_rss_bytes();
-  size_t back = before > after ? before - after : 0;
-  printf("decay: %.1f MiB of a freed 8 MiB block went back while its neighbour was cycled %u times over %.0f ms\n",
-         (double)back / (double)MiB, cycles, 10 * delay);
-  CHECK(back >= 4 * MiB, "only %zu bytes of a block idle for ten purge delays went back", back);
-  free(y), free(fence);
-}
-
 int main(int argc, char **argv)
 {
   const char *what = argc > 1 ? argv[1] : "all";
   if (!strcmp(what, "place") || !strcmp(what, "all")) place();
   if (!strcmp(what, "calloc") || !strcmp(what, "all")) calloc_sparse();
-  if (!strcmp(what, "decay")) decay();
   return 0;
 }
