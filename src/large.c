@@ -121,25 +121,31 @@ static size_t large_decay_purge(uint64_t now, bool force, bool blocking, uint64_
 
 static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay_purge); }
 
-/* The warm bits of granules [start, start+n): WARM_COUNT counts the set
- * ones, WARM_SET and WARM_CLEAR change them, a word at a time. */
-enum { WARM_COUNT, WARM_SET, WARM_CLEAR };
-static uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
-  uint32_t c = 0;
-  for (uint32_t i = start, end = start + n; i < end;) {
-    uint32_t b = i & 63, k = end - i < 64 - b ? end - i : 64 - b;
-    uint64_t m = (k == 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1)) << b;
-    uint64_t *w = &a->warm[i >> 6];
-    if (op == WARM_COUNT) c += (uint32_t)__builtin_popcountll(*w & m);
-    else if (op == WARM_SET) *w |= m;
-    else *w &= ~m;
-    i += k;
+/* The warm bits of granules [start, start+n), n >= 1, a word at a time:
+ * WARM_ALL tells whether all are set (1 or 0), WARM_COUNT counts the set
+ * ones, WARM_SET and WARM_CLEAR change them. WARM_ALL uses no popcount: it
+ * is a library call on baseline x86-64. */
+enum { WARM_ALL, WARM_COUNT, WARM_SET, WARM_CLEAR };
+static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
+  uint32_t w0 = start >> 6, w1 = (start + n - 1) >> 6, c = 0;
+  uint64_t first = ~(uint64_t)0 << (start & 63), last = ~(uint64_t)0 >> (63 - ((start + n - 1) & 63));
+  for (uint32_t w = w0; w <= w1; w++) {
+    uint64_t m = (w == w0 ? first : ~(uint64_t)0) & (w == w1 ? last : ~(uint64_t)0);
+    uint64_t *x = &a->warm[w];
+    switch (op) {
+    case WARM_ALL:
+      if ((*x & m) != m) return 0;
+      break;
+    case WARM_COUNT: c += (uint32_t)__builtin_popcountll(*x & m); break;
+    case WARM_SET: *x |= m; break;
+    default: *x &= ~m; break;
+    }
   }
-  return c;
+  return op == WARM_ALL ? 1 : c;
 }
 
 static bool arena_all_warm(large_arena_t *a, uint32_t start, uint32_t n) {
-  return arena_warm(a, start, n, WARM_COUNT) == n;
+  return arena_warm(a, start, n, WARM_ALL) != 0;
 }
 
 static bool arena_granule_warm(const large_arena_t *a, uint32_t g) {
@@ -181,17 +187,27 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
   large_arena_t *best = NULL;
   unsigned bi = 0;
   uint32_t bc = UINT32_MAX;
-  bool bwarm = false;
-  for (large_arena_t *a = large_arenas; a != NULL && !(bwarm && bc == grans); a = a->next)
-    for (unsigned i = 0; i < a->nfree; i++) {
-      uint32_t c = a->free[i].count;
-      if (c < grans || (bwarm && c >= bc)) continue;
-      bool w = arena_all_warm(a, a->free[i].start, grans);
-      if (w || (!bwarm && c < bc)) {
-        best = a, bi = i, bc = c, bwarm = w;
-        if (w && c == grans) break;
+  for (large_arena_t *a = large_arenas; a != NULL && bc != grans; a = a->next)
+    for (unsigned i = 0; i < a->nfree; i++)
+      if (a->free[i].count >= grans && a->free[i].count < bc) {
+        best = a, bi = i, bc = a->free[i].count;
+        if (bc == grans) break;
       }
-    }
+  /* The best fit is warm in a steady state: one test. Only when it would
+   * fault pages in are the warm spans looked for, and then the faults cost
+   * more than the search. */
+  bool bwarm = best != NULL && arena_all_warm(best, best->free[bi].start, grans);
+  if (best != NULL && !bwarm) {
+    uint32_t wc = UINT32_MAX;
+    for (large_arena_t *a = large_arenas; a != NULL && wc != grans; a = a->next)
+      for (unsigned i = 0; i < a->nfree; i++) {
+        uint32_t c = a->free[i].count;
+        if (c >= grans && c < wc && arena_all_warm(a, a->free[i].start, grans)) {
+          best = a, bi = i, wc = c, bwarm = true;
+          if (c == grans) break;
+        }
+      }
+  }
   if (best == NULL) {
     best = arena_new();
     if (best == NULL) return NULL;
@@ -199,11 +215,11 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
   }
   arena_span_t *s = &best->free[bi];
   uint8_t *p = best->base + ((size_t)s->start << ARENA_GRAN_SHIFT);
-  uint32_t warm = arena_warm(best, s->start, grans, WARM_COUNT);
+  uint32_t warm = bwarm ? grans : arena_warm(best, s->start, grans, WARM_COUNT);
   *zero = warm == 0;
   if (warm_out != NULL && warm != 0)
     for (uint32_t j = 0; j < grans; j++)
-      if (arena_granule_warm(best, s->start + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
+      if (bwarm || arena_granule_warm(best, s->start + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
   size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
   arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
   arena_warm(best, s->start, grans, WARM_SET);
