@@ -54,16 +54,23 @@ typedef struct large_hdr {
 
 typedef struct arena_span {
   uint32_t start, count; /* in granules */
-  uint32_t dirty;        /* pages may be resident */
-  uint32_t pad;
   uint64_t freed_ms;
 } arena_span_t;
 
+/* warm[]: one bit per granule that may hold resident pages: set when the
+ * granule goes into a block (the program may touch all of it), cleared
+ * when it is decommitted. A span is not wholly warm or cold: a freed block
+ * coalesces with the never-touched rest of the arena, and a flag per span
+ * made the whole merged span look dirty (calloc zeroed pages the kernel
+ * had never handed out, faulting them in) or the freed block look cold.
+ * The bits let placement prefer a fit that faults nothing in, calloc zero
+ * only what may be dirty, and the purge decommit only what was touched. */
 typedef struct large_arena {
   uint8_t *base;
   struct large_arena *next;
   uint32_t nfree;        /* entries in free[], sorted by start */
   uint32_t used;         /* granules in blocks */
+  uint64_t warm[ARENA_GRANS / 64];
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
@@ -114,6 +121,37 @@ static size_t large_decay_purge(uint64_t now, bool force, bool blocking, uint64_
 
 static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay_purge); }
 
+/* The warm bits of granules [start, start+n), n >= 1, a word at a time:
+ * WARM_ALL tells whether all are set (1 or 0), WARM_COUNT counts the set
+ * ones, WARM_SET and WARM_CLEAR change them. WARM_ALL uses no popcount: it
+ * is a library call on baseline x86-64. */
+enum { WARM_ALL, WARM_COUNT, WARM_SET, WARM_CLEAR };
+static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
+  uint32_t w0 = start >> 6, w1 = (start + n - 1) >> 6, c = 0;
+  uint64_t first = ~(uint64_t)0 << (start & 63), last = ~(uint64_t)0 >> (63 - ((start + n - 1) & 63));
+  for (uint32_t w = w0; w <= w1; w++) {
+    uint64_t m = (w == w0 ? first : ~(uint64_t)0) & (w == w1 ? last : ~(uint64_t)0);
+    uint64_t *x = &a->warm[w];
+    switch (op) {
+    case WARM_ALL:
+      if ((*x & m) != m) return 0;
+      break;
+    case WARM_COUNT: c += (uint32_t)__builtin_popcountll(*x & m); break;
+    case WARM_SET: *x |= m; break;
+    default: *x &= ~m; break;
+    }
+  }
+  return op == WARM_ALL ? 1 : c;
+}
+
+static bool arena_all_warm(large_arena_t *a, uint32_t start, uint32_t n) {
+  return arena_warm(a, start, n, WARM_ALL) != 0;
+}
+
+static bool arena_granule_warm(const large_arena_t *a, uint32_t g) {
+  return (a->warm[g >> 6] >> (g & 63)) & 1;
+}
+
 static large_arena_t *arena_new(void) {
   uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
   if (base == NULL) return NULL;
@@ -134,8 +172,18 @@ static void arena_remove_span(large_arena_t *a, unsigned i) {
   a->nfree--;
 }
 
-/* Best fit over every arena (a new arena if none fits). Under large_lock. */
-static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
+/* Best fit over every arena among the spans whose first grans granules are
+ * all warm, else best fit among all (a new arena if none fits). A block
+ * placed on warm granules faults nothing in and adds nothing to the
+ * resident set; one placed on cold granules grows it by its size, while
+ * the warm spans it passed over stay resident too. Over random big buffers
+ * (bench_big_buffers' pattern, 13 seeds, a model of the arenas) preferring
+ * a warm fit lowered the peak of resident arena granules against the peak
+ * of live ones from 1.30x to 1.22x (geometric mean; worst 1.46x to 1.29x)
+ * and the bytes faulted in by 9 %. Under large_lock. Sets *zero when no
+ * granule of the block is warm (all fresh zero pages); warm_out (if not
+ * NULL) gets the block's warm bits, bit j for its granule j. */
+static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint64_t *warm_out) {
   large_arena_t *best = NULL;
   unsigned bi = 0;
   uint32_t bc = UINT32_MAX;
@@ -145,6 +193,21 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
         best = a, bi = i, bc = a->free[i].count;
         if (bc == grans) break;
       }
+  /* The best fit is warm in a steady state: one test. Only when it would
+   * fault pages in are the warm spans looked for, and then the faults cost
+   * more than the search. */
+  bool bwarm = best != NULL && arena_all_warm(best, best->free[bi].start, grans);
+  if (best != NULL && !bwarm) {
+    uint32_t wc = UINT32_MAX;
+    for (large_arena_t *a = large_arenas; a != NULL && wc != grans; a = a->next)
+      for (unsigned i = 0; i < a->nfree; i++) {
+        uint32_t c = a->free[i].count;
+        if (c >= grans && c < wc && arena_all_warm(a, a->free[i].start, grans)) {
+          best = a, bi = i, wc = c, bwarm = true;
+          if (c == grans) break;
+        }
+      }
+  }
   if (best == NULL) {
     best = arena_new();
     if (best == NULL) return NULL;
@@ -152,11 +215,14 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
   }
   arena_span_t *s = &best->free[bi];
   uint8_t *p = best->base + ((size_t)s->start << ARENA_GRAN_SHIFT);
-  *zero = !s->dirty;
-  if (s->dirty) {
-    size_t b = (size_t)grans << ARENA_GRAN_SHIFT;
-    arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
-  }
+  uint32_t warm = bwarm ? grans : arena_warm(best, s->start, grans, WARM_COUNT);
+  *zero = warm == 0;
+  if (warm_out != NULL && warm != 0)
+    for (uint32_t j = 0; j < grans; j++)
+      if (bwarm || arena_granule_warm(best, s->start + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
+  size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
+  arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+  arena_warm(best, s->start, grans, WARM_SET);
   s->start += grans;
   s->count -= grans;
   if (s->count == 0) arena_remove_span(best, bi);
@@ -165,7 +231,8 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero) {
   return p;
 }
 
-/* Give granules [start, start+count) back, merging with free neighbours.
+/* Give granules [start, start+count) back (all warm: they were a block's),
+ * merging with free neighbours.
  * Blocks are at least one granule, so an arena holds at most ARENA_GRANS/2
  * gaps between blocks: the table never overflows. Under large_lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
@@ -182,17 +249,15 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
       p->count += a->free[i].count;
       arena_remove_span(a, i);
     }
-    p->dirty = 1;
     p->freed_ms = now;
   } else if (next) {
     a->free[i].start = start;
     a->free[i].count += count;
-    a->free[i].dirty = 1;
     a->free[i].freed_ms = now;
   } else {
     HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
     memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
-    a->free[i] = (arena_span_t){.start = start, .count = count, .dirty = 1, .freed_ms = now};
+    a->free[i] = (arena_span_t){.start = start, .count = count, .freed_ms = now};
     a->nfree++;
   }
 }
@@ -208,16 +273,23 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
     bool clean = true;
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
-      if (s->dirty && (force || now - s->freed_ms >= delay)) {
-        size_t b = (size_t)s->count << ARENA_GRAN_SHIFT;
-        os_decommit(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), b);
+      uint32_t warm = arena_warm(a, s->start, s->count, WARM_COUNT);
+      if (warm == 0) continue;
+      if (force || now - s->freed_ms >= delay) {
+        /* One madvise from the first warm granule to the last: the cold
+         * ones between cost the kernel a page-table walk, not a syscall. */
+        uint32_t lo = s->start, hi = s->start + s->count;
+        while (!arena_granule_warm(a, lo)) lo++;
+        while (!arena_granule_warm(a, hi - 1)) hi--;
+        os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
+        arena_warm(a, lo, hi - lo, WARM_CLEAR);
+        size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
         arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
         decay_count(b);
-        s->dirty = 0;
-      } else if (s->dirty && s->freed_ms + delay < *next) {
-        *next = s->freed_ms + delay;
+      } else {
+        if (s->freed_ms + delay < *next) *next = s->freed_ms + delay;
+        clean = false;
       }
-      clean &= !s->dirty;
     }
     if (a->used == 1 && clean && (force || a != large_arenas || a->next != NULL)) {
       *link = a->next;
@@ -332,11 +404,32 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     uint32_t grans = (uint32_t)((need + ARENA_GRAN - 1) >> ARENA_GRAN_SHIFT);
     large_arena_t *arena = NULL;
     bool zero = false;
+    uint64_t warm[ARENA_BLOCK_MAX / ARENA_GRAN / 64] = {0};
     pthread_mutex_lock(&large_lock);
-    uint8_t *span = arena_take(grans, &arena, &zero);
+    uint8_t *span = arena_take(grans, &arena, &zero, zeroed != NULL ? warm : NULL);
     pthread_mutex_unlock(&large_lock);
     if (span != NULL) {
       uint8_t *user = span + off;
+      if (zeroed != NULL && !zero) {
+        /* calloc: zero the granules that may be dirty, one run at a time;
+         * the cold ones read as zero pages the first time they are touched,
+         * and a memset would only fault them in. */
+        uint8_t *end = user + (size ? size : 1);
+        for (uint32_t j = 0; j < grans;) {
+          if (!((warm[j >> 6] >> (j & 63)) & 1)) {
+            j++;
+            continue;
+          }
+          uint32_t k = j;
+          while (k < grans && ((warm[k >> 6] >> (k & 63)) & 1)) k++;
+          uint8_t *lo = span + ((size_t)j << ARENA_GRAN_SHIFT), *hi = span + ((size_t)k << ARENA_GRAN_SHIFT);
+          if (lo < user) lo = user;
+          if (hi > end) hi = end;
+          if (lo < hi) memset(lo, 0, (size_t)(hi - lo));
+          j = k;
+        }
+        zero = true;
+      }
       large_hdr_t *h = large_hdr_of(user);
       ann_meta(h, sizeof *h); /* may lie where a freed block was */
       h->magic = LARGE_MAGIC;
@@ -501,8 +594,9 @@ void *large_realloc(void *p, unsigned v, size_t size) {
       for (unsigned i = 0; i < a->nfree; i++) {
         arena_span_t *s = &a->free[i];
         if (s->start == start + have && s->count >= want - have) {
-          size_t b = (size_t)(want - have) << ARENA_GRAN_SHIFT;
-          if (s->dirty) arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+          size_t b = (size_t)arena_warm(a, s->start, want - have, WARM_COUNT) << ARENA_GRAN_SHIFT;
+          arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+          arena_warm(a, s->start, want - have, WARM_SET);
           s->start += want - have;
           s->count -= want - have;
           if (s->count == 0) arena_remove_span(a, i);

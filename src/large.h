@@ -2,7 +2,8 @@
  * large.h — blocks above the largest size class (1 MiB).
  *
  * Owns: blocks up to 32 MiB carved from 128 MiB arenas (best fit at 64 KiB
- * granules, coalescing, freed spans decommitted after the purge delay);
+ * granules, a fit on resident granules first, coalescing, freed spans
+ * decommitted after the purge delay);
  * bigger or more-than-64-KiB-aligned blocks in dedicated 4 MiB-aligned
  * mappings with a small bounded cache; a 64-byte header just below each
  * user pointer. Promises: the user pointer lies in a region the ownership map
@@ -18,8 +19,10 @@
 
 #include "internal.h"
 
-/* align: power of two >= 16. *zeroed (if non-NULL) tells whether the
- * memory is known to be zero (fresh from the OS). NULL + ENOMEM on failure. */
+/* align: power of two >= 16. zeroed non-NULL (calloc): *zeroed tells
+ * whether the first size bytes are known to be zero (fresh from the OS, or
+ * an arena block whose possibly dirty granules large_alloc zeroed itself,
+ * sparing the cold ones). NULL + ENOMEM on failure. */
 void *large_alloc(size_t size, size_t align, bool *zeroed);
 /* v: the ownership-map value of p. Reports and returns on an invalid p. */
 void large_free(void *p, unsigned v, const char *call);
