@@ -337,16 +337,12 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   }
 }
 
+/* NULL when out of memory: alloc.c collects and retries the refill. */
 static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
-  for (int retried = 0;; retried = 1) {
-    pthread_mutex_lock(&h->lock);
-    slab_t *s = heap_new_slab_locked(h, cls);
-    pthread_mutex_unlock(&h->lock);
-    if (s != NULL || retried) return s;
-    /* Out of memory (or address space, under RLIMIT_AS): give back
-     * everything idle in every heap, list and cache, and try once more. */
-    decay_collect_all(true);
-  }
+  pthread_mutex_lock(&h->lock);
+  slab_t *s = heap_new_slab_locked(h, cls);
+  pthread_mutex_unlock(&h->lock);
+  return s;
 }
 
 /* ---- freeing on the owner's slow side ------------------------------------ */

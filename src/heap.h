@@ -135,12 +135,17 @@ heap_t *heap_shared_exit_heap(void);
 void heap_exit_release(void);
 /* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
 void *heap_alloc_refill(heap_t *h, unsigned cls);
-/* A block of class cls from h: the current slab's list, else a refill. */
-HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
+/* A block of class cls from h: the current slab's list, else refill(h,
+ * cls) — heap_alloc_refill, or the caller's wrapper of it (alloc.c's,
+ * which retries once when out of memory). */
+HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, void *(*refill)(heap_t *, unsigned)) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
-  return heap_alloc_refill(h, cls);
+  return refill(h, cls);
+}
+HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
+  return heap_alloc_class_with(h, cls, heap_alloc_refill);
 }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller

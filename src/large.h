@@ -19,7 +19,8 @@
 #include "internal.h"
 
 /* align: power of two >= 16. *zeroed (if non-NULL) tells whether the
- * memory is known to be zero (fresh from the OS). NULL + ENOMEM on failure. */
+ * memory is known to be zero (fresh from the OS). NULL + ENOMEM on failure
+ * (out of memory: alloc.c collects and asks once more). */
 void *large_alloc(size_t size, size_t align, bool *zeroed);
 /* v: the ownership-map value of p. Reports and returns on an invalid p. */
 void large_free(void *p, unsigned v, const char *call);
