@@ -56,10 +56,10 @@ static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = h->front[c] = &heap_empty_slab;
     if (h->shadow_mem != NULL) h->shadow_mem[c].free = NULL;
-    for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
+    for (unsigned l = 0; l < 2; l++) h->slabs[l][c].head = h->slabs[l][c].tail = NULL;
     h->waiting_n[c] = 0;
   }
-  for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
+  for (unsigned k = 0; k < SS_KINDS; k++) h->owned[k].head = h->owned[k].tail = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
@@ -140,85 +140,44 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
 }
 
-/* Slab lists (in_partial = list + 1). FIFO: a slab that stopped being full
- * a moment ago has one free block; by the time it reaches the head, frees
- * have refilled it, so a refill does not switch slabs after every other
- * allocation. */
-static void slist_push(heap_t *h, unsigned l, slab_t *s) {
+/* A heap's slab lists (slab_t.on_list = list + 1). FIFO: a slab that
+ * stopped being full a moment ago has one free block; by the time it
+ * reaches the head, frees have refilled it, so a refill does not switch
+ * slabs after every other allocation. */
+static void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   unsigned c = s->cls;
-  s->in_partial = (uint8_t)(l + 1);
-  s->next = NULL;
-  s->prev = h->list_tail[l][c];
-  if (s->prev)
-    s->prev->next = s;
-  else
-    h->list_head[l][c] = s;
-  h->list_tail[l][c] = s;
+  s->on_list = (uint8_t)(l + 1);
+  slab_dlist_push_back(&h->slabs[l][c], s);
   if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
 
-static void slist_remove(heap_t *h, slab_t *s) {
-  unsigned l = s->in_partial - 1u, c = s->cls;
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    h->list_head[l][c] = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  else
-    h->list_tail[l][c] = s->prev;
-  s->next = s->prev = NULL;
-  s->in_partial = 0;
+static void heap_list_remove(heap_t *h, slab_t *s) {
+  unsigned l = s->on_list - 1u, c = s->cls;
+  slab_dlist_remove(&h->slabs[l][c], s);
+  s->on_list = 0;
   if (l == HEAP_WAITING) h->waiting_n[c]--;
 }
 
-static slab_t *slist_pop(heap_t *h, unsigned l, unsigned cls) {
-  slab_t *s = h->list_head[l][cls];
-  if (s) slist_remove(h, s);
+static slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
+  slab_t *s = h->slabs[l][cls].head;
+  if (s) heap_list_remove(h, s);
   return s;
 }
 
-static void partial_push(heap_t *h, slab_t *s) { slist_push(h, HEAP_PARTIAL, s); }
-static void partial_remove(heap_t *h, slab_t *s) { slist_remove(h, s); }
-static slab_t *partial_pop(heap_t *h, unsigned cls) { return slist_pop(h, HEAP_PARTIAL, cls); }
+/* ---- owned superslabs (those with a free slab first) --------------------- */
 
-/* ---- superslab lists ----------------------------------------------------- */
-
-static void ss_list_remove(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  if (ss->prev)
-    ss->prev->next = ss->next;
-  else
-    h->ss_head[k] = ss->next;
-  if (ss->next)
-    ss->next->prev = ss->prev;
-  else
-    h->ss_tail[k] = ss->prev;
-  ss->next = ss->prev = NULL;
+static void heap_owned_remove(heap_t *h, superslab_t *ss) {
+  ss_dlist_remove(&h->owned[ss->kind], ss);
   ss->listed = 0;
 }
 
-static void ss_list_push_front(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  ss->prev = NULL;
-  ss->next = h->ss_head[k];
-  if (ss->next)
-    ss->next->prev = ss;
-  else
-    h->ss_tail[k] = ss;
-  h->ss_head[k] = ss;
+static void heap_owned_push_front(heap_t *h, superslab_t *ss) {
+  ss_dlist_push_front(&h->owned[ss->kind], ss);
   ss->listed = 1;
 }
 
-static void ss_list_push_back(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  ss->next = NULL;
-  ss->prev = h->ss_tail[k];
-  if (ss->prev)
-    ss->prev->next = ss;
-  else
-    h->ss_head[k] = ss;
-  h->ss_tail[k] = ss;
+static void heap_owned_push_back(heap_t *h, superslab_t *ss) {
+  ss_dlist_push_back(&h->owned[ss->kind], ss);
   ss->listed = 1;
 }
 
@@ -245,8 +204,8 @@ static void heap_release_slab(heap_t *h, slab_t *s) {
   uint64_t now = os_now_ms();
   if (ss->free_mask == 0 && ss->listed) {
     /* It had no free slab, so it sat behind the ones that do. */
-    ss_list_remove(h, ss);
-    ss_list_push_front(h, ss);
+    heap_owned_remove(h, ss);
+    heap_owned_push_front(h, ss);
   }
   heap_dirty_add(h, ss_slab_room(ss, s->index), 1);
   ss_slab_free(ss, s, now);
@@ -267,8 +226,8 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
-    ss_list_remove(h, ss);
-    ss_list_push_back(h, ss);
+    heap_owned_remove(h, ss);
+    heap_owned_push_back(h, ss);
   }
   return s;
 }
@@ -286,22 +245,22 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
   SS_FOR_EACH_USED(ss, s) {
     /* Strip the full mark too: the slab starts its new life unmarked. */
     ss_slab_clear_mark(s);
-    s->in_partial = 0;
+    s->on_list = 0;
     atomic_store_explicit(&s->owner, h->tid, memory_order_release);
     ss_slab_collect(s);
     if (s->used == 0) {
       heap_release_slab(h, s);
     } else if (s->free != NULL || s->carved < s->capacity) {
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
     } else if (!remote_mark_full(s, h)) {
       ss_slab_collect(s);
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
     }
   }
   if (ss->free_mask)
-    ss_list_push_front(h, ss);
+    heap_owned_push_front(h, ss);
   else
-    ss_list_push_back(h, ss);
+    heap_owned_push_back(h, ss);
 }
 
 static size_t heap_purge(heap_t *h, uint64_t now, bool force);
@@ -310,11 +269,11 @@ static size_t heap_purge(heap_t *h, uint64_t now, bool force);
 static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
-    superslab_t *ss = h->ss_head[kind];
+    superslab_t *ss = h->owned[kind].head;
     if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
-      slab_t *p = partial_pop(h, cls);
+      slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);
       if (p != NULL) return p;
       continue;
     }
@@ -324,7 +283,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
        * another kind serves too if it holds a few blocks — the class only
        * picks the preferred slab size, the descriptor has its own. */
       for (unsigned k = 0; k < SS_KINDS; k++) {
-        ss = h->ss_head[k];
+        ss = h->owned[k].head;
         if (k != kind && ss != NULL && ss->free_mask != 0 &&
             ss_slab_room(ss, (unsigned)__builtin_ctzll(ss->free_mask)) >= (size_t)4 * sc_size[cls])
           return heap_take_slab(h, ss, cls);
@@ -332,7 +291,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       return NULL;
     }
     ss_set_heap(ss, h);
-    ss_list_push_front(h, ss);
+    heap_owned_push_front(h, ss);
     return heap_take_slab(h, ss, cls);
   }
 }
@@ -349,7 +308,7 @@ static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
 
 void heap_slab_emptied(heap_t *h, slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
-  if (s->in_partial) partial_remove(h, s);
+  if (s->on_list) heap_list_remove(h, s);
   heap_release_slab_locked(h, s);
 }
 
@@ -362,7 +321,7 @@ static void heap_slab_regained(heap_t *h, slab_t *s, uintptr_t owner) {
     if (s->used == 0)
       heap_release_slab_locked(h, s);
     else
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
   } else if (s->used == 0) {
     heap_slab_emptied(h, s);
   }
@@ -569,13 +528,13 @@ static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
   uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
   size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->ss_head[k];
+    superslab_t *ss = h->owned[k].head;
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
       superslab_t *next_ss = ss->next;
       bool idle = force || now - ss->last_free_ms >= delay;
       if (ss->free_mask == ss_all_mask(ss) && idle) {
         size_t d = ss_dirty_bytes(ss);
-        ss_list_remove(h, ss);
+        heap_owned_remove(h, ss);
         ss_set_heap(ss, NULL);
         ss_release(ss);
         heap_dirty_add(h, d, -1);
@@ -600,13 +559,13 @@ static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
 static bool heap_sweep_waiting(heap_t *h) {
   bool got = false;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    slab_t *s = h->list_head[HEAP_WAITING][c];
+    slab_t *s = h->slabs[HEAP_WAITING][c].head;
     while (s != NULL) {
       slab_t *next = s->next;
       if (ss_slab_collect(s) != 0) {
         got = true;
         if (s->used == 0) {
-          slist_remove(h, s);
+          heap_list_remove(h, s);
           heap_release_slab_locked(h, s);
         }
       }
@@ -710,7 +669,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     bool pooled = false;
     for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) h->dead = true;
-    for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
+    for (unsigned k = 0; k < SS_KINDS; k++) h->owned[k].head = h->owned[k].tail = NULL;
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   }
@@ -747,23 +706,23 @@ static bool heap_slab_ready(slab_t *s) { return s->free != NULL || remote_has_fr
  * slabs past the limit are marked full (unless blocks arrived meanwhile)
  * and a slab is taken from a superslab. NULL when out of memory. */
 static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
-  for (slab_t *w = h->list_head[HEAP_WAITING][cls]; w != NULL; w = w->next)
+  for (slab_t *w = h->slabs[HEAP_WAITING][cls].head; w != NULL; w = w->next)
     if (heap_slab_ready(w)) {
-      slist_remove(h, w);
+      heap_list_remove(h, w);
       return w;
     }
-  slab_t *s = partial_pop(h, cls);
+  slab_t *s = heap_list_pop(h, HEAP_PARTIAL, cls);
   if (s != NULL) return s;
   /* Fewer big slabs wait: each holds megabytes. */
   unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
   while (h->waiting_n[cls] > max) {
-    slab_t *w = slist_pop(h, HEAP_WAITING, cls);
+    slab_t *w = heap_list_pop(h, HEAP_WAITING, cls);
     /* It waited long enough: from now on blocks freed into it reach us
      * through a local free or the delayed list (remote.c). */
     if (!remote_mark_full(w, h)) return w; /* frees arrived first */
   }
   s = heap_new_slab(h, cls);
-  if (s != NULL && s->in_partial) slist_remove(h, s);
+  if (s != NULL && s->on_list) heap_list_remove(h, s);
   return s;
 }
 
@@ -893,7 +852,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
       /* Exhausted: it waits (unmarked) for blocks to come back, and the
        * class moves on. */
       HAK_STAT(ST_WAITING);
-      slist_push(h, HEAP_WAITING, s);
+      heap_list_push(h, HEAP_WAITING, s);
     }
     s = heap_next_slab(h, cls);
     if (s == NULL) {
@@ -920,14 +879,14 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
 
 static void heap_abandon_all(heap_t *h) {
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->ss_head[k];
+    superslab_t *ss = h->owned[k].head;
     while (ss != NULL) {
       superslab_t *next = ss->next;
       slab_t *s;
       SS_FOR_EACH_USED(ss, s) {
         ss_slab_clear_mark(s);
         ss_slab_collect(s);
-        s->in_partial = 0;
+        s->on_list = 0;
         s->next = s->prev = NULL;
         if (s->used == 0) {
           heap_release_slab(h, s);
@@ -935,7 +894,7 @@ static void heap_abandon_all(heap_t *h) {
           atomic_store_explicit(&s->owner, OWNER_ABANDONED, memory_order_release);
         }
       }
-      ss_list_remove(h, ss);
+      heap_owned_remove(h, ss);
       /* Even a wholly free superslab goes to the abandoned list, still
        * committed: threads come and go in bursts, and the next one adopts it
        * warm instead of faulting its pages in again. The list decommits
@@ -1043,7 +1002,7 @@ void *heap_exit_alloc(unsigned cls) {
      * the purge delay (heap_purge_all), whether or not a slab is free. */
     if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) == UINT64_MAX) {
       bool owns = false;
-      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->ss_head[k] != NULL;
+      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->owned[k].head != NULL;
       if (owns) {
         heap_due(h, os_now_ms() + opt.purge_delay_ms);
         decay_note_idle(DECAY_BG_START_BYTES);
@@ -1096,26 +1055,26 @@ void heap_check(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     const slab_t *cur = h->cur[c];
     if (cur != &heap_empty_slab) {
-      HEAP_CHECK(cur->cls == c && !cur->in_partial);
+      HEAP_CHECK(cur->cls == c && !cur->on_list);
       slab_check(h, cur);
     }
     for (unsigned l = 0; l < 2; l++) {
       const slab_t *prev = NULL;
       unsigned n = 0;
-      for (const slab_t *s = h->list_head[l][c]; s != NULL; prev = s, s = s->next) {
-        HEAP_CHECK(s->in_partial == l + 1 && s->cls == c && s->prev == prev && s != cur);
+      for (const slab_t *s = h->slabs[l][c].head; s != NULL; prev = s, s = s->next) {
+        HEAP_CHECK(s->on_list == l + 1 && s->cls == c && s->prev == prev && s != cur);
         uintptr_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
         HEAP_CHECK((o & ~OWNER_FULL) == h->tid && !(l == HEAP_WAITING && (o & OWNER_FULL)));
         HEAP_CHECK(++n <= 1u << 20);
       }
-      HEAP_CHECK(h->list_tail[l][c] == prev);
+      HEAP_CHECK(h->slabs[l][c].tail == prev);
       if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
     }
   }
   pthread_mutex_lock((pthread_mutex_t *)&h->lock);
   for (unsigned k = 0; k < SS_KINDS; k++) {
     const superslab_t *prev = NULL;
-    for (const superslab_t *ss = h->ss_head[k]; ss != NULL; prev = ss, ss = ss->next) {
+    for (const superslab_t *ss = h->owned[k].head; ss != NULL; prev = ss, ss = ss->next) {
       HEAP_CHECK(ss_heap(ss) == h && ss->listed && ss->kind == k && ss->prev == prev);
       /* A slab is free in the mask exactly when nobody owns it. */
       for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
@@ -1124,7 +1083,7 @@ void heap_check(heap_t *h) {
         if (o != OWNER_UNUSED) HEAP_CHECK((o & ~OWNER_FULL) == h->tid);
       }
     }
-    HEAP_CHECK(h->ss_tail[k] == prev);
+    HEAP_CHECK(h->owned[k].tail == prev);
   }
   pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
 }

@@ -36,6 +36,7 @@
 
 #include "annotate.h"
 #include "internal.h"
+#include "dlist.h"
 #include "report.h"
 #include "sizeclass.h"
 
@@ -78,19 +79,21 @@ typedef struct slab {
   uint32_t bsize;             /* block size */
   /* second line */
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48 */
-  struct slab *next;          /* owner heap's partial list */
+  struct slab *next;          /* owner heap's slab list (slab_dlist) */
   union {
-    struct slab *prev;        /* in use: partial list */
+    struct slab *prev;        /* in use: slab list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
   uint16_t carved;            /* blocks carved from fresh memory so far */
   uint8_t cls;                /* size class */
-  uint8_t in_partial;         /* on the owner heap's partial list */
+  uint8_t on_list;            /* which of its heap's slab lists holds it: 0 none, else HEAP_PARTIAL/HEAP_WAITING + 1 */
   uint32_t index;             /* slab index in its superslab */
   uint8_t pad[32];
 } slab_t;
 
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
+/* A heap's list of slabs of one class (heap.h), through next/prev. */
+DLIST_DEFINE(slab_dlist, slab_t, prev, next)
 _Static_assert(__builtin_offsetof(slab_t, thread_free) == 64, "remote frees write the second line");
 
 /* The per-process secret (set once at start-up, never 0; the secure
@@ -226,6 +229,10 @@ typedef struct superslab {
 
 #define SS_SLABS_OFFSET 128
 _Static_assert(__builtin_offsetof(superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
+/* A heap's superslabs of one kind (heap.h), through next/prev; the
+ * registry of live superslabs (superslab.c) links all_next/all_prev. */
+DLIST_DEFINE(ss_dlist, superslab_t, prev, next)
+DLIST_DEFINE(ss_registry_dlist, superslab_t, all_prev, all_next)
 
 /* The owning heap of a superslab, read by other threads (remote frees). */
 HAK_INLINE struct heap *ss_heap(const struct superslab *ss) {
