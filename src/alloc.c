@@ -27,15 +27,13 @@
 static void alloc_oom_collect(void) HAK_COLD;
 static void alloc_oom_collect(void) { decay_collect_all(true); }
 
-/* A refill of class cls in h, and once more after a collection if it
- * found no memory. Out of line: alloc_slow's pop stays as it was, and only
- * a refill pays for the test. */
-static void *alloc_refill(heap_t *h, unsigned cls) HAK_NOINLINE;
-static void *alloc_refill(heap_t *h, unsigned cls) {
-  void *p = heap_alloc_refill(h, cls);
-  if (HAK_LIKELY(p != NULL)) return p;
+/* heap_alloc_refill's answer when out of memory: collect, refill once
+ * more (with no second answer: NULL and ENOMEM then). Handed to the
+ * refill, so a refill that succeeds pays nothing for the retry. */
+static void *alloc_oom_refill(heap_t *h, unsigned cls) HAK_COLD;
+static void *alloc_oom_refill(heap_t *h, unsigned cls) {
   alloc_oom_collect();
-  return heap_alloc_refill(h, cls);
+  return heap_alloc_refill(h, cls, NULL);
 }
 
 /* A large block, retried once after a collection (not for a size no
@@ -64,7 +62,7 @@ static void *alloc_class(unsigned cls) {
       return NULL;
     }
   }
-  return heap_alloc_class_with(h, cls, alloc_refill);
+  return heap_alloc_class_with(h, cls, alloc_oom_refill);
 }
 
 /* The rare part of alloc_slow (first call of a thread or the process, the
@@ -105,7 +103,7 @@ void *alloc_slow(size_t size) {
     if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
     if (h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
 #endif
-    return heap_alloc_class_with(h, cls, alloc_refill);
+    return heap_alloc_class_with(h, cls, alloc_oom_refill);
   }
   return alloc_cold(size);
 }

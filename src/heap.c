@@ -451,7 +451,7 @@ static void *heap_prof_sample(unsigned cls) {
   return p;
 }
 
-void *heap_alloc_refill(heap_t *h, unsigned cls) {
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
   if (h->shadow != NULL) {
@@ -484,6 +484,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
     s = heap_next_slab(h, cls);
     if (s == NULL) {
       heap_set_current(h, cls, &heap_empty_slab);
+      if (oom != NULL) return oom(h, cls);
       errno = ENOMEM;
       return NULL;
     }

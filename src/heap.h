@@ -131,20 +131,22 @@ heap_t *heap_shared_exit_heap(void);
  * for the purge delay). Takes the exit heap's lock: not under the decay
  * pass lock. */
 void heap_exit_release(void);
-/* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
-void *heap_alloc_refill(heap_t *h, unsigned cls);
-/* A block of class cls from h: the current slab's list, else refill(h,
- * cls) — heap_alloc_refill, or the caller's wrapper of it (alloc.c's,
- * which retries once when out of memory). */
-HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, void *(*refill)(heap_t *, unsigned)) {
+/* What a refill does when out of memory (no slab to be had): the caller's
+ * answer (alloc.c's collects everything idle and refills once more), or
+ * NULL: the refill returns NULL with errno ENOMEM. Handed down as an
+ * argument, so heap.c calls nothing above it and a refill that succeeds
+ * pays nothing for it. */
+typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls);
+/* Take a block of class cls when h->front[cls] has none. */
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
+/* A block of class cls from h: the current slab's list, else a refill. */
+HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, heap_oom_fn oom) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
-  return refill(h, cls);
+  return heap_alloc_refill(h, cls, oom);
 }
-HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
-  return heap_alloc_class_with(h, cls, heap_alloc_refill);
-}
+HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) { return heap_alloc_class_with(h, cls, NULL); }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not free (slab_block_is_free). */
