@@ -70,10 +70,10 @@ static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = h->front[c] = &heap_empty_slab;
     if (h->shadow_mem != NULL) h->shadow_mem[c].free = NULL;
-    for (unsigned l = 0; l < 2; l++) h->slabs[l][c].head = h->slabs[l][c].tail = NULL;
+    for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
     h->waiting_n[c] = 0;
   }
-  for (unsigned k = 0; k < SS_KINDS; k++) h->owned[k].head = h->owned[k].tail = NULL;
+  for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
@@ -202,7 +202,7 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
 static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
-    superslab_t *ss = h->owned[kind].head;
+    superslab_t *ss = h->owned_head[kind];
     if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
@@ -216,7 +216,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
        * another kind serves too if it holds a few blocks — the class only
        * picks the preferred slab size, the descriptor has its own. */
       for (unsigned k = 0; k < SS_KINDS; k++) {
-        ss = h->owned[k].head;
+        ss = h->owned_head[k];
         if (k != kind && ss != NULL && ss->free_mask != 0 &&
             ss_slab_room(ss, (unsigned)__builtin_ctzll(ss->free_mask)) >= (size_t)4 * sc_size[cls])
           return heap_take_slab(h, ss, cls);
@@ -371,7 +371,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     bool pooled = false;
     for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) h->dead = true;
-    for (unsigned k = 0; k < SS_KINDS; k++) h->owned[k].head = h->owned[k].tail = NULL;
+    for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   }
@@ -408,7 +408,7 @@ static bool heap_slab_ready(slab_t *s) { return s->free != NULL || remote_has_fr
  * slabs past the limit are marked full (unless blocks arrived meanwhile)
  * and a slab is taken from a superslab. NULL when out of memory. */
 static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
-  for (slab_t *w = h->slabs[HEAP_WAITING][cls].head; w != NULL; w = w->next)
+  for (slab_t *w = h->list_head[HEAP_WAITING][cls]; w != NULL; w = w->next)
     if (heap_slab_ready(w)) {
       heap_list_remove(h, w);
       return w;
@@ -512,7 +512,7 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
 
 static void heap_abandon_all(heap_t *h) {
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->owned[k].head;
+    superslab_t *ss = h->owned_head[k];
     while (ss != NULL) {
       superslab_t *next = ss->next;
       slab_t *s;
@@ -635,7 +635,7 @@ void *heap_exit_alloc(unsigned cls) {
      * the purge delay (heap_purge_all), whether or not a slab is free. */
     if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) == UINT64_MAX) {
       bool owns = false;
-      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->owned[k].head != NULL;
+      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->owned_head[k] != NULL;
       if (owns) {
         heap_due(h, os_now_ms() + opt.purge_delay_ms);
         decay_note_idle(DECAY_BG_START_BYTES);

@@ -71,14 +71,17 @@ typedef struct heap {
    * yet marked full, for the blocks other threads are freeing — those reach
    * them through thread_free with no delayed-list hand-shake, and a refill
    * looks at the oldest before taking a new slab. */
-  slab_dlist_t slabs[2][HAK_NCLASS];
+  slab_t *list_head[2][HAK_NCLASS];  /* slab_dlist (superslab.h) */
+  slab_t *list_tail[2][HAK_NCLASS];
   uint8_t waiting_n[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the
    * purge thread only tries it. */
   pthread_mutex_t lock;
-  ss_dlist_t owned[SS_KINDS];     /* owned superslabs by kind, those with free slabs first */
+  /* owned superslabs by kind, those with free slabs first (ss_dlist) */
+  superslab_t *owned_head[SS_KINDS];
+  superslab_t *owned_tail[SS_KINDS];
   _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */

@@ -50,20 +50,20 @@ void heap_check(heap_t *h) {
     for (unsigned l = 0; l < 2; l++) {
       const slab_t *prev = NULL;
       unsigned n = 0;
-      for (const slab_t *s = h->slabs[l][c].head; s != NULL; prev = s, s = s->next) {
+      for (const slab_t *s = h->list_head[l][c]; s != NULL; prev = s, s = s->next) {
         HEAP_CHECK(s->on_list == l + 1 && s->cls == c && s->prev == prev && s != cur);
         uintptr_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
         HEAP_CHECK((o & ~OWNER_FULL) == h->tid && !(l == HEAP_WAITING && (o & OWNER_FULL)));
         HEAP_CHECK(++n <= 1u << 20);
       }
-      HEAP_CHECK(h->slabs[l][c].tail == prev);
+      HEAP_CHECK(h->list_tail[l][c] == prev);
       if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
     }
   }
   pthread_mutex_lock((pthread_mutex_t *)&h->lock);
   for (unsigned k = 0; k < SS_KINDS; k++) {
     const superslab_t *prev = NULL;
-    for (const superslab_t *ss = h->owned[k].head; ss != NULL; prev = ss, ss = ss->next) {
+    for (const superslab_t *ss = h->owned_head[k]; ss != NULL; prev = ss, ss = ss->next) {
       HEAP_CHECK(ss_heap(ss) == h && ss->listed && ss->kind == k && ss->prev == prev);
       /* A slab is free in the mask exactly when nobody owns it. */
       for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
@@ -72,7 +72,7 @@ void heap_check(heap_t *h) {
         if (o != OWNER_UNUSED) HEAP_CHECK((o & ~OWNER_FULL) == h->tid);
       }
     }
-    HEAP_CHECK(h->owned[k].tail == prev);
+    HEAP_CHECK(h->owned_tail[k] == prev);
   }
   pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
 }

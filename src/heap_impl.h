@@ -28,19 +28,19 @@ extern heap_t *heap_all;
 HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   unsigned c = s->cls;
   s->on_list = (uint8_t)(l + 1);
-  slab_dlist_push_back(&h->slabs[l][c], s);
+  slab_dlist_push_back(&h->list_head[l][c], &h->list_tail[l][c], s);
   if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
 
 HAK_INLINE void heap_list_remove(heap_t *h, slab_t *s) {
   unsigned l = s->on_list - 1u, c = s->cls;
-  slab_dlist_remove(&h->slabs[l][c], s);
+  slab_dlist_remove(&h->list_head[l][c], &h->list_tail[l][c], s);
   s->on_list = 0;
   if (l == HEAP_WAITING) h->waiting_n[c]--;
 }
 
 HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
-  slab_t *s = h->slabs[l][cls].head;
+  slab_t *s = h->list_head[l][cls];
   if (s) heap_list_remove(h, s);
   return s;
 }
@@ -48,17 +48,17 @@ HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
 /* A heap's owned superslabs of one kind, those with a free slab first
  * (superslab_t.listed while on it). Under h->lock. */
 HAK_INLINE void heap_owned_remove(heap_t *h, superslab_t *ss) {
-  ss_dlist_remove(&h->owned[ss->kind], ss);
+  ss_dlist_remove(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
   ss->listed = 0;
 }
 
 HAK_INLINE void heap_owned_push_front(heap_t *h, superslab_t *ss) {
-  ss_dlist_push_front(&h->owned[ss->kind], ss);
+  ss_dlist_push_front(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
   ss->listed = 1;
 }
 
 HAK_INLINE void heap_owned_push_back(heap_t *h, superslab_t *ss) {
-  ss_dlist_push_back(&h->owned[ss->kind], ss);
+  ss_dlist_push_back(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
   ss->listed = 1;
 }
 

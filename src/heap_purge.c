@@ -62,7 +62,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
   uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
   size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->owned[k].head;
+    superslab_t *ss = h->owned_head[k];
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
       superslab_t *next_ss = ss->next;
       bool idle = force || now - ss->last_free_ms >= delay;
@@ -93,7 +93,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
 bool heap_sweep_waiting(heap_t *h) {
   bool got = false;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    slab_t *s = h->slabs[HEAP_WAITING][c].head;
+    slab_t *s = h->list_head[HEAP_WAITING][c];
     while (s != NULL) {
       slab_t *next = s->next;
       if (ss_slab_collect(s) != 0) {

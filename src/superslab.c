@@ -39,7 +39,7 @@ static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Registry of live superslabs, for statistics only: touched once per 4 MiB
  * acquired or released. */
 static pthread_mutex_t ss_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static ss_registry_dlist_t ss_registry; /* live superslabs, newest first */
+static superslab_t *ss_registry, *ss_registry_tail; /* live superslabs, newest first */
 static size_t ss_live, ss_abandoned_n;
 static superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
@@ -99,7 +99,7 @@ superslab_t *ss_acquire(unsigned kind) {
   }
   ss_header_init(ss, kind);
   pthread_mutex_lock(&ss_registry_lock);
-  ss_registry_dlist_push_front(&ss_registry, ss);
+  ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
   ss_live++;
   pthread_mutex_unlock(&ss_registry_lock);
   ownmap_set(ss, ss->slab_shift);
@@ -110,7 +110,7 @@ void ss_release(superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
   ownmap_set(ss, OWN_NONE);
   pthread_mutex_lock(&ss_registry_lock);
-  ss_registry_dlist_remove(&ss_registry, ss);
+  ss_registry_dlist_remove(&ss_registry, &ss_registry_tail, ss);
   ss_live--;
   pthread_mutex_unlock(&ss_registry_lock);
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
@@ -391,7 +391,7 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
 
 void ss_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {
   pthread_mutex_lock(&ss_registry_lock);
-  for (superslab_t *ss = ss_registry.head; ss != NULL; ss = ss->all_next) fn(ss, arg);
+  for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) fn(ss, arg);
   pthread_mutex_unlock(&ss_registry_lock);
 }
 
@@ -410,7 +410,7 @@ ss_counts_t ss_counts(void) {
 }
 
 void ss_fork_child_abandon(const struct heap *keep, const struct heap *keep2) {
-  for (superslab_t *ss = ss_registry.head; ss != NULL; ss = ss->all_next) {
+  for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) {
     const struct heap *owner = ss_heap(ss);
     if (ss->abandoned || owner == NULL || owner == keep || owner == keep2) continue;
     slab_t *s;
