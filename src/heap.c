@@ -69,7 +69,7 @@ void heap_process_init(void) {
 static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = h->front[c] = &heap_empty_slab;
-    if (h->shadow_mem != NULL) h->shadow_mem[c].free = NULL;
+    if (h->batch_mem != NULL) h->batch_mem[c].free = NULL;
     for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
     h->waiting_n[c] = 0;
   }
@@ -82,7 +82,7 @@ static void heap_reset(heap_t *h) {
 #if HEAP_XC_ENABLE
   memset(&h->xc, 0, sizeof h->xc);
 #endif
-  h->shadow = NULL; /* only a profiling thread's own heap batches */
+  h->batch = NULL; /* only a profiling thread's own heap batches */
   h->prof_due = 0;
   h->pool_next = NULL;
 }
@@ -126,11 +126,11 @@ heap_t *heap_thread_init(void) {
   if (h == NULL) return NULL;
   bool closed = false;
   if (opt.prof) {
-    if (h->shadow_mem == NULL) h->shadow_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
-    h->shadow = h->shadow_mem;
+    if (h->batch_mem == NULL) h->batch_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
+    h->batch = h->batch_mem;
     /* Without batch descriptors, profiling closes the fast paths instead:
      * every call then reaches a slow path, which samples. */
-    closed = h->shadow == NULL;
+    closed = h->batch == NULL;
   }
   h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
   heap_front.self = h;
@@ -146,7 +146,7 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
-  if (h->shadow != NULL && s != &heap_empty_slab) s = &h->shadow[cls];
+  if (h->batch != NULL && s != &heap_empty_slab) s = &h->batch[cls];
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
@@ -454,8 +454,8 @@ static void *heap_prof_sample(unsigned cls) {
 void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
-  if (h->shadow != NULL) {
-    slab_t *sh = &h->shadow[cls];
+  if (h->batch != NULL) {
+    slab_t *sh = &h->batch[cls];
     /* The pop failed: the batch is empty, or its head was overwritten. */
     if (HAK_UNLIKELY(sh->free != NULL)) {
       report_error("malloc", sh->free, "heap corruption detected at");
@@ -491,14 +491,14 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->shadow != NULL) {
-    heap_shadow_widen(s);
-    unsigned k = heap_shadow_size(s);
+  if (h->batch != NULL) {
+    heap_batch_widen(s);
+    unsigned k = heap_batch_size(s);
     if (k == 0) { /* this allocation is the sampled one */
       void *p = heap_prof_sample(cls);
       if (p != NULL) return p;
     }
-    return heap_shadow_fill(h, cls, s, k);
+    return heap_batch_fill(h, cls, s, k);
   }
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
@@ -554,7 +554,7 @@ static void heap_retire(heap_t *h) {
 static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
-  if (h->shadow != NULL) heap_shadow_return(h);
+  if (h->batch != NULL) heap_batch_return(h);
   heap_xc_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);

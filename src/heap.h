@@ -8,7 +8,11 @@
  * partial and waiting lists, its owned superslabs, its cache of pending
  * remote frees, the profiling batches, and the thread start/exit protocol
  * (abandon on exit, adopt abandoned superslabs when a slab is needed); the
- * invariant checkers heap_check/slab_check.
+ * invariant checkers heap_check/slab_check. Implemented by heap.c (the
+ * heap and its refill), heap_purge.c (idle slabs, purge, the walks over
+ * every heap), heap_prof.c (the profiling batches), heap_check.c (the
+ * checkers) and heap_xc.c (the kept blocks); heap_impl.h is what they
+ * share.
  * Promises: only the owning thread touches a heap's slab lists and its
  * slabs' free lists; the page level (superslab lists and masks) is shared
  * with the purge thread under the heap's lock; everything here except the
@@ -90,14 +94,14 @@ typedef struct heap {
   heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
 #endif
   /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
-   * per-class batch descriptor (shadow) that a refill fills from the
+   * per-class batch descriptor (batch[cls]) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
    * that knows the bytes it serves; the batch stops before the allocation
    * the sampler picked, which then comes from the shared profiling heap,
    * whose slabs' owner tag keeps the fast free path away from sampled
    * blocks. */
-  slab_t *shadow;                    /* HAK_NCLASS descriptors, or NULL */
-  slab_t *shadow_mem;                /* their memory, kept while the heap is pooled */
+  slab_t *batch;                     /* HAK_NCLASS descriptors while profiling, or NULL */
+  slab_t *batch_mem;                 /* their memory, kept while the heap is pooled */
   uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */

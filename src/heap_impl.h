@@ -93,18 +93,18 @@ bool heap_sweep_waiting(heap_t *h);
  * heap itself when it can: see heap_purge_all). */
 size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_due, const heap_t *skip);
 
-/* ---- heap_prof.c (profiling: h->shadow != NULL) ---------------------------- */
+/* ---- heap_prof.c (profiling: h->batch != NULL) ---------------------------- */
 
 /* Carve ahead until s has eight pages' worth of spare blocks. */
-void heap_shadow_widen(slab_t *s);
+void heap_batch_widen(slab_t *s);
 /* How many of s's free blocks the class's next batch holds: all of them,
  * or those before the allocation the sampler picked (prof_batch); 0 when
  * this very allocation is the sampled one. */
-unsigned heap_shadow_size(const slab_t *s);
+unsigned heap_batch_size(const slab_t *s);
 /* Move the first k of s's free blocks (all of them if k is 0: the sample
  * could not be taken) into the class's batch and pop one. */
-void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k);
+void *heap_batch_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k);
 /* Thread exit: the unpopped rest of each batch goes back to its slab. */
-void heap_shadow_return(heap_t *h);
+void heap_batch_return(heap_t *h);
 
 #endif

@@ -2,11 +2,11 @@
  * heap_prof.c — the profiling batches of a heap (HAKMEM_PROF with the fast
  * paths open; heap.h tells the design).
  *
- * Owns: filling a class's batch descriptor (h->shadow[cls]) from its
- * current slab as far as the sampler allows (heap_shadow_size,
- * heap_shadow_fill), carving ahead so that a batch serves many allocations
- * (heap_shadow_widen), and the batches' return to their slabs at thread
- * exit (heap_shadow_return).
+ * Owns: filling a class's batch descriptor (h->batch[cls]) from its
+ * current slab as far as the sampler allows (heap_batch_size,
+ * heap_batch_fill), carving ahead so that a batch serves many allocations
+ * (heap_batch_widen), and the batches' return to their slabs at thread
+ * exit (heap_batch_return).
  * Promises: every block a batch hands out was counted to the sampler
  * (prof_batch) before the batch was filled; a batch never holds a block of
  * another slab; the blocks of a batch count as in use by their slab until
@@ -26,18 +26,18 @@
  * class's batch takes. The sampler is told the bytes the batch would
  * serve; if its sample falls inside, the batch stops just before it and
  * the class's next refill takes the sample (0: this allocation is it). */
-unsigned heap_shadow_size(const slab_t *s) {
+unsigned heap_batch_size(const slab_t *s) {
   unsigned n = (unsigned)(s->carved - s->used);
   uint64_t at = prof_batch((size_t)n * s->bsize);
   return at == UINT64_MAX ? n : (unsigned)(at / s->bsize);
 }
 
 /* Profiling: move the first k blocks of s's free list into the class's
- * batch descriptor and pop from it. k is heap_shadow_size's answer; 0
+ * batch descriptor and pop from it. k is heap_batch_size's answer; 0
  * means the sampled allocation could not be had (no profiling heap), and
  * this batch goes unsampled: all of s's free blocks. */
-void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k) {
-  slab_t *sh = &h->shadow[cls];
+void *heap_batch_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k) {
+  slab_t *sh = &h->batch[cls];
   unsigned n = (unsigned)(s->carved - s->used);
   if (k == 0) k = n;
   block_t *first = s->free;
@@ -72,7 +72,7 @@ void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k) {
  * large classes (about one refill per 21 mallocs in random mixed). Carve
  * ahead until s has eight pages' worth spare. Profiling only: the pages
  * carved are the ones the batch hands out next. */
-void heap_shadow_widen(slab_t *s) {
+void heap_batch_widen(slab_t *s) {
   unsigned have = (unsigned)(s->carved - s->used);
   if (have >= 8u * sc_batch[s->cls] || s->carved >= s->capacity) return;
   block_t *old = s->free, *tail = old;
@@ -86,9 +86,9 @@ void heap_shadow_widen(slab_t *s) {
 
 /* Profiling, thread exit: the unpopped rest of each batch goes back to its
  * slab's list. */
-void heap_shadow_return(heap_t *h) {
+void heap_batch_return(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    slab_t *sh = &h->shadow[c], *s = h->cur[c];
+    slab_t *sh = &h->batch[c], *s = h->cur[c];
     block_t *b = sh->free;
     sh->free = NULL;
     /* A class with no current slab has heap_empty_slab there, whose empty

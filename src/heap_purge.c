@@ -162,7 +162,7 @@ size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     n++;
     fn(h, sizeof *h, arg);
-    slab_t *sh = __atomic_load_n(&h->shadow_mem, __ATOMIC_RELAXED);
+    slab_t *sh = __atomic_load_n(&h->batch_mem, __ATOMIC_RELAXED);
     if (sh != NULL) {
       size_t len = align_up(HAK_NCLASS * sizeof(slab_t), os_page_size);
       fn(sh, len, arg);
