@@ -19,19 +19,50 @@
 #include <errno.h>
 #include <string.h>
 
+/* Out of memory (or address space, under RLIMIT_AS): memory may sit idle
+ * in any heap, list or cache. Give all of it back, so that the caller can
+ * try once more. The one place an allocation collects: heap.c and large.c
+ * just return NULL, and every allocation that failed passes here once
+ * (mimalloc's generic slow path retries once the same way). */
+static void alloc_oom_collect(void) HAK_COLD;
+static void alloc_oom_collect(void) { decay_collect_all(true); }
+
+/* heap_alloc_refill's answer when out of memory: collect, refill once
+ * more (with no second answer: NULL and ENOMEM then). Handed to the
+ * refill, so a refill that succeeds pays nothing for the retry. */
+static void *alloc_oom_refill(heap_t *h, unsigned cls) HAK_COLD;
+static void *alloc_oom_refill(heap_t *h, unsigned cls) {
+  alloc_oom_collect();
+  return heap_alloc_refill(h, cls, NULL);
+}
+
+/* A large block, retried once after a collection (not for a size no
+ * mapping can hold: that fails at once). */
+static void *alloc_large(size_t size, size_t align, bool *zeroed) {
+  void *p = large_alloc(size, align, zeroed);
+  if (HAK_LIKELY(p != NULL) || size >= (size_t)PTRDIFF_MAX / 2) return p;
+  alloc_oom_collect();
+  return large_alloc(size, align, zeroed);
+}
+
 /* A block of class cls from the calling thread's heap (created on the
  * thread's first call). */
 static void *alloc_class(unsigned cls) {
   heap_t *h = heap_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
-    if (heap_front.exited) return heap_exit_alloc(cls);
+    if (heap_front.exited) {
+      void *p = heap_exit_alloc(cls);
+      if (p != NULL) return p;
+      alloc_oom_collect();
+      return heap_exit_alloc(cls);
+    }
     h = heap_thread_init();
     if (h == NULL) {
       errno = ENOMEM;
       return NULL;
     }
   }
-  return heap_alloc_class(h, cls);
+  return heap_alloc_class_with(h, cls, alloc_oom_refill);
 }
 
 /* The rare part of alloc_slow (first call of a thread or the process, the
@@ -48,7 +79,7 @@ static void *alloc_cold(size_t size) {
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, size);
     return p;
   }
-  void *p = large_alloc(size, HAK_MIN_ALIGN, NULL);
+  void *p = alloc_large(size, HAK_MIN_ALIGN, NULL);
   if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
   return p;
 }
@@ -70,9 +101,9 @@ void *alloc_slow(size_t size) {
      * thread allocates, so its foreign frees are kept (heap.c). */
     if (HAK_UNLIKELY((h->xc.live >> cls) & 1)) return heap_xc_alloc(h, cls);
     if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
-    if (h->shadow == NULL) h->xc.want |= (uint64_t)1 << cls;
+    if (h->batch == NULL) h->xc.want |= (uint64_t)1 << cls;
 #endif
-    return heap_alloc_class(h, cls);
+    return heap_alloc_class_with(h, cls, alloc_oom_refill);
   }
   return alloc_cold(size);
 }
@@ -248,7 +279,7 @@ void *alloc_calloc(size_t n, size_t size) {
   init_ensure();
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_calloc(n, size);
   bool zeroed = false;
-  void *p = large_alloc(total, HAK_MIN_ALIGN, &zeroed);
+  void *p = alloc_large(total, HAK_MIN_ALIGN, &zeroed);
   if (p != NULL && !zeroed) memset(p, 0, total);
   if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, total);
   return p;
@@ -355,7 +386,7 @@ void *alloc_aligned(size_t align, size_t size) {
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, sc_size[cls]);
     return p;
   }
-  void *p = large_alloc(size, align, NULL);
+  void *p = alloc_large(size, align, NULL);
   if (HAK_UNLIKELY(opt.prof)) prof_alloc(p, size);
   return p;
 }

@@ -69,7 +69,8 @@ void decay_register(enum decay_slot slot, decay_purge_fn fn);
 /* The idle-bytes report for decay_stats (heap.c). */
 void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 
-/* Purge everything idle in every component now (hak_collect, malloc_trim). */
+/* Purge everything idle in every component now (hak_collect, malloc_trim,
+ * and alloc.c's one retry when out of memory). */
 size_t decay_collect_all(bool force);
 
 typedef struct decay_stats {

@@ -1,14 +1,29 @@
 /*
- * heap.c — per-thread heaps: refill, slab lists, purge, thread start/exit,
- * abandonment and adoption. Everything here is the cold side of malloc and
- * free (see heap.h for the contract).
+ * heap.c — per-thread heaps: their lifecycle and their refill (heap.h is
+ * the contract; heap_impl.h what the heap's files share).
+ *
+ * Owns: the thread-local front and the empty-slab sentinel; making,
+ * pooling and retiring heap structs (thread start, exit, fork); the
+ * refill (the current slab, the waiting and partial slabs, a new slab from
+ * an owned, adopted or new superslab) and its housekeeping
+ * (heap_maintain); the owner's slow side of free (a full or emptied slab,
+ * the delayed list); the two shared heaps under a mutex, the exit heap
+ * (heap_exit_alloc) and the profiling heap (heap_prof_sample, which the
+ * refill calls around heap_prof.c's batches).
+ * Promises: everything here is the cold side of malloc and free; a
+ * refill returns NULL (errno ENOMEM) when out of memory, and alloc.c
+ * collects and retries.
+ * May call: heap_purge.c, heap_prof.c, heap_xc.c (that build only),
+ * superslab, remote, decay (idle reports and safe points), prof
+ * (prof_alloc), sizeclass, report, options, os, stats.
  */
 #include "heap.h"
+#include "heap_impl.h"
+#include "internal.h"
 #include "decay.h"
 #include "report.h"
 #include "options.h"
 #include "os.h"
-#include "ownmap.h"
 #include "prof.h"
 #include "remote.h"
 #include "sizeclass.h"
@@ -32,7 +47,6 @@ HAK_TLS heap_front_t heap_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &heap_e
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_pool;     /* heaps of exited threads */
-static heap_t *heap_all;      /* every heap made; read without the lock */
 static pthread_mutex_t heap_prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_prof;     /* the shared profiling heap (heap_prof_sample) */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
@@ -55,11 +69,11 @@ void heap_process_init(void) {
 static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = h->front[c] = &heap_empty_slab;
-    if (h->shadow_mem != NULL) h->shadow_mem[c].free = NULL;
+    if (h->batch_mem != NULL) h->batch_mem[c].free = NULL;
     for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
     h->waiting_n[c] = 0;
   }
-  for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
+  for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
@@ -68,7 +82,7 @@ static void heap_reset(heap_t *h) {
 #if HEAP_XC_ENABLE
   memset(&h->xc, 0, sizeof h->xc);
 #endif
-  h->shadow = NULL; /* only a profiling thread's own heap batches */
+  h->batch = NULL; /* only a profiling thread's own heap batches */
   h->prof_due = 0;
   h->pool_next = NULL;
 }
@@ -112,11 +126,11 @@ heap_t *heap_thread_init(void) {
   if (h == NULL) return NULL;
   bool closed = false;
   if (opt.prof) {
-    if (h->shadow_mem == NULL) h->shadow_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
-    h->shadow = h->shadow_mem;
+    if (h->batch_mem == NULL) h->batch_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
+    h->batch = h->batch_mem;
     /* Without batch descriptors, profiling closes the fast paths instead:
      * every call then reaches a slow path, which samples. */
-    closed = h->shadow == NULL;
+    closed = h->batch == NULL;
   }
   h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
   heap_front.self = h;
@@ -132,132 +146,12 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
-  if (h->shadow != NULL && s != &heap_empty_slab) s = &h->shadow[cls];
+  if (h->batch != NULL && s != &heap_empty_slab) s = &h->batch[cls];
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
   if (h != heap_front.heap) return;
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
-}
-
-/* Slab lists (in_partial = list + 1). FIFO: a slab that stopped being full
- * a moment ago has one free block; by the time it reaches the head, frees
- * have refilled it, so a refill does not switch slabs after every other
- * allocation. */
-static void slist_push(heap_t *h, unsigned l, slab_t *s) {
-  unsigned c = s->cls;
-  s->in_partial = (uint8_t)(l + 1);
-  s->next = NULL;
-  s->prev = h->list_tail[l][c];
-  if (s->prev)
-    s->prev->next = s;
-  else
-    h->list_head[l][c] = s;
-  h->list_tail[l][c] = s;
-  if (l == HEAP_WAITING) h->waiting_n[c]++;
-}
-
-static void slist_remove(heap_t *h, slab_t *s) {
-  unsigned l = s->in_partial - 1u, c = s->cls;
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    h->list_head[l][c] = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  else
-    h->list_tail[l][c] = s->prev;
-  s->next = s->prev = NULL;
-  s->in_partial = 0;
-  if (l == HEAP_WAITING) h->waiting_n[c]--;
-}
-
-static slab_t *slist_pop(heap_t *h, unsigned l, unsigned cls) {
-  slab_t *s = h->list_head[l][cls];
-  if (s) slist_remove(h, s);
-  return s;
-}
-
-static void partial_push(heap_t *h, slab_t *s) { slist_push(h, HEAP_PARTIAL, s); }
-static void partial_remove(heap_t *h, slab_t *s) { slist_remove(h, s); }
-static slab_t *partial_pop(heap_t *h, unsigned cls) { return slist_pop(h, HEAP_PARTIAL, cls); }
-
-/* ---- superslab lists ----------------------------------------------------- */
-
-static void ss_list_remove(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  if (ss->prev)
-    ss->prev->next = ss->next;
-  else
-    h->ss_head[k] = ss->next;
-  if (ss->next)
-    ss->next->prev = ss->prev;
-  else
-    h->ss_tail[k] = ss->prev;
-  ss->next = ss->prev = NULL;
-  ss->listed = 0;
-}
-
-static void ss_list_push_front(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  ss->prev = NULL;
-  ss->next = h->ss_head[k];
-  if (ss->next)
-    ss->next->prev = ss;
-  else
-    h->ss_tail[k] = ss;
-  h->ss_head[k] = ss;
-  ss->listed = 1;
-}
-
-static void ss_list_push_back(heap_t *h, superslab_t *ss) {
-  unsigned k = ss->kind;
-  ss->next = NULL;
-  ss->prev = h->ss_tail[k];
-  if (ss->prev)
-    ss->prev->next = ss;
-  else
-    h->ss_head[k] = ss;
-  h->ss_tail[k] = ss;
-  ss->listed = 1;
-}
-
-/* Idle memory of h becomes due at `due`: the next purge must not wait
- * longer. */
-static void heap_due(heap_t *h, uint64_t due) {
-  if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
-    atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
-}
-
-static void heap_dirty_add(heap_t *h, size_t bytes, long sign) {
-  size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
-  d = sign > 0 ? d + bytes : d > bytes ? d - bytes : 0;
-  atomic_store_explicit(&h->dirty_bytes, d, memory_order_relaxed);
-}
-
-/* A slab of h becomes free again inside its superslab, its pages still
- * resident: the next slab h needs of that kind reuses it warm, and the
- * purge decommits it only once it has been idle for the purge delay —
- * never because of how much was freed (that would fault the same pages
- * back in on the next allocation). Under h->lock. */
-static void heap_release_slab(heap_t *h, slab_t *s) {
-  superslab_t *ss = ss_of(s);
-  uint64_t now = os_now_ms();
-  if (ss->free_mask == 0 && ss->listed) {
-    /* It had no free slab, so it sat behind the ones that do. */
-    ss_list_remove(h, ss);
-    ss_list_push_front(h, ss);
-  }
-  heap_dirty_add(h, ss_slab_room(ss, s->index), 1);
-  ss_slab_free(ss, s, now);
-  heap_due(h, now + opt.purge_delay_ms);
-  decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed));
-}
-
-static void heap_release_slab_locked(heap_t *h, slab_t *s) {
-  pthread_mutex_lock(&h->lock);
-  heap_release_slab(h, s);
-  pthread_mutex_unlock(&h->lock);
 }
 
 static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
@@ -267,8 +161,8 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
-    ss_list_remove(h, ss);
-    ss_list_push_back(h, ss);
+    heap_owned_remove(h, ss);
+    heap_owned_push_back(h, ss);
   }
   return s;
 }
@@ -286,35 +180,33 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
   SS_FOR_EACH_USED(ss, s) {
     /* Strip the full mark too: the slab starts its new life unmarked. */
     ss_slab_clear_mark(s);
-    s->in_partial = 0;
+    s->on_list = 0;
     atomic_store_explicit(&s->owner, h->tid, memory_order_release);
     ss_slab_collect(s);
     if (s->used == 0) {
       heap_release_slab(h, s);
     } else if (s->free != NULL || s->carved < s->capacity) {
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
     } else if (!remote_mark_full(s, h)) {
       ss_slab_collect(s);
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
     }
   }
   if (ss->free_mask)
-    ss_list_push_front(h, ss);
+    heap_owned_push_front(h, ss);
   else
-    ss_list_push_back(h, ss);
+    heap_owned_push_back(h, ss);
 }
-
-static size_t heap_purge(heap_t *h, uint64_t now, bool force);
 
 /* Under h->lock. */
 static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
-    superslab_t *ss = h->ss_head[kind];
+    superslab_t *ss = h->owned_head[kind];
     if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
-      slab_t *p = partial_pop(h, cls);
+      slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);
       if (p != NULL) return p;
       continue;
     }
@@ -324,7 +216,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
        * another kind serves too if it holds a few blocks — the class only
        * picks the preferred slab size, the descriptor has its own. */
       for (unsigned k = 0; k < SS_KINDS; k++) {
-        ss = h->ss_head[k];
+        ss = h->owned_head[k];
         if (k != kind && ss != NULL && ss->free_mask != 0 &&
             ss_slab_room(ss, (unsigned)__builtin_ctzll(ss->free_mask)) >= (size_t)4 * sc_size[cls])
           return heap_take_slab(h, ss, cls);
@@ -332,28 +224,24 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       return NULL;
     }
     ss_set_heap(ss, h);
-    ss_list_push_front(h, ss);
+    heap_owned_push_front(h, ss);
     return heap_take_slab(h, ss, cls);
   }
 }
 
+/* NULL when out of memory: alloc.c collects and retries the refill. */
 static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
-  for (int retried = 0;; retried = 1) {
-    pthread_mutex_lock(&h->lock);
-    slab_t *s = heap_new_slab_locked(h, cls);
-    pthread_mutex_unlock(&h->lock);
-    if (s != NULL || retried) return s;
-    /* Out of memory (or address space, under RLIMIT_AS): give back
-     * everything idle in every heap, list and cache, and try once more. */
-    decay_collect_all(true);
-  }
+  pthread_mutex_lock(&h->lock);
+  slab_t *s = heap_new_slab_locked(h, cls);
+  pthread_mutex_unlock(&h->lock);
+  return s;
 }
 
 /* ---- freeing on the owner's slow side ------------------------------------ */
 
 void heap_slab_emptied(heap_t *h, slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
-  if (s->in_partial) partial_remove(h, s);
+  if (s->on_list) heap_list_remove(h, s);
   heap_release_slab_locked(h, s);
 }
 
@@ -366,7 +254,7 @@ static void heap_slab_regained(heap_t *h, slab_t *s, uintptr_t owner) {
     if (s->used == 0)
       heap_release_slab_locked(h, s);
     else
-      partial_push(h, s);
+      heap_list_push(h, HEAP_PARTIAL, s);
   } else if (s->used == 0) {
     heap_slab_emptied(h, s);
   }
@@ -415,210 +303,7 @@ void heap_flush_remote(heap_t *h) {
   if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
 }
 
-#if HEAP_XC_ENABLE
-/* ---- blocks kept by the thread that freed them ---------------------------- */
-
-/* Is n (a link read from a kept block) a marked block of a superslab? A
- * link overwritten by a use after free is caught here before it is read
- * through or handed out. */
-static bool heap_xc_marked(const block_t *n) {
-  /* Only the checked builds mark free blocks; the default build does not
-   * claim to catch an overwritten link. */
-#if HAK_CHECKED
-  return slab_block_is_free(NULL, n, false, true);
-#else
-  (void)n;
-  return true;
-#endif
-}
-static bool heap_xc_link_ok(const block_t *n) {
-  return ownmap_get(n) >= HAK_SMALL_SLAB_SHIFT && heap_xc_marked(n);
-}
-
-/* run[c] takes the geometry of s, the slab of the list's head: the pop's
- * area test then accepts exactly the blocks of s. Only fields fixed while
- * s is in use are read (its kept blocks keep it in use). */
-static void heap_xc_target(heap_t *h, unsigned c, const slab_t *s) {
-  slab_t *r = &h->xc.run[c];
-  r->area = s->area;
-  r->span = s->span;
-  r->div_mul = s->div_mul;
-  r->div_base = s->div_base;
-  r->bsize = s->bsize;
-  r->capacity = s->capacity;
-  r->cls = s->cls;
-}
-
-/* The direct table serves class c from run[c] (or again from the current slab). */
-static void heap_xc_open(heap_t *h, unsigned c) {
-  h->xc.live |= (uint64_t)1 << c;
-  if (h != heap_front.heap) return;
-  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++) heap_front.direct[b] = &h->xc.run[c];
-}
-static void heap_xc_close(heap_t *h, unsigned c) {
-  heap_xcache_t *xc = &h->xc;
-  xc->live &= ~((uint64_t)1 << c);
-  xc->n[c] = 0;
-  xc->run[c].used = 0;
-  if (h != heap_front.heap) return;
-  for (unsigned b = sc_bucket_lo[c]; b <= sc_bucket_hi[c]; b++)
-    if (heap_front.direct[b] == &xc->run[c]) heap_front.direct[b] = h->front[c];
-}
-
-/* How many blocks class c's list holds (walked; a bad link is reported and
- * the list cut there: the rest stays counted in use by its slabs, leaked,
- * never handed out twice). */
-static unsigned heap_xc_len(heap_t *h, unsigned c) {
-  block_t *b = h->xc.run[c].free;
-  unsigned n = 0;
-  while (b != NULL) {
-    n++;
-    block_t *nx = blk_next(b);
-    if (nx != NULL && HAK_UNLIKELY(!heap_xc_link_ok(nx))) {
-      report_error("free", b, "heap corruption detected at");
-      blk_set_next(b, NULL);
-      break;
-    }
-    b = nx;
-  }
-  return n;
-}
-
-/* Send every block of class c home through the remote cache (batched per
- * slab, one CAS per batch); links already checked by heap_xc_len. */
-static void heap_xc_spill(heap_t *h, unsigned c) {
-  block_t *b = h->xc.run[c].free;
-  h->xc.run[c].free = NULL;
-  int r = REMOTE_OK;
-  while (b != NULL) {
-    block_t *next = blk_next(b);
-    r |= remote_free(&h->rcache, ss_slab_of(b, ownmap_get(b)), b);
-    b = next;
-  }
-  if (r == REMOTE_ABANDONED) ss_abandon_note_free();
-  heap_xc_close(h, c);
-}
-
-void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
-  if (h != NULL) {
-    heap_xcache_t *xc = &h->xc;
-    unsigned c = s->cls;
-    slab_t *r = &xc->run[c];
-    /* Blocks held: pushes less pops (the pop counts in run[c].used). A
-     * full class sends the block home at once: the kept ones wait for the
-     * thread's allocations, and nothing is walked. */
-    uint32_t held = (uint16_t)(xc->n[c] - r->used);
-    if (((xc->want >> c) & 1) && held < HEAP_XC_CLASS_BLOCKS && (held + 1) * s->bsize <= HEAP_XC_CLASS_BYTES) {
-      blk_free(b, r->free);
-      r->free = b;
-      if (HAK_UNLIKELY(!slab_holds(r, b))) heap_xc_target(h, c, s);
-      xc->n[c]++;
-      return;
-    }
-  }
-  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED))
-    ss_abandon_note_free();
-}
-
-void *heap_xc_alloc(heap_t *h, unsigned cls) {
-  slab_t *r = &h->xc.run[cls];
-  block_t *b = r->free;
-  if (b != NULL && !slab_holds(r, b)) {
-    /* The list crossed into another slab (or, above 1 KiB, the first pop
-     * of a run): check the block as free_small checks a freed pointer,
-     * then follow it. */
-    unsigned v = ownmap_get(b);
-    slab_t *s = v >= HAK_SMALL_SLAB_SHIFT ? ss_slab_of(b, v) : NULL;
-    if (HAK_LIKELY(s != NULL && s->cls == cls && slab_holds(s, b) && slab_is_block_start(s, b) &&
-                   heap_xc_marked(b))) {
-      heap_xc_target(h, cls, s);
-    } else {
-      report_error("malloc", b, "heap corruption detected at");
-      r->free = b = NULL; /* the rest stays counted in use: leaked, never handed out twice */
-    }
-  }
-  if (b != NULL) return slab_pop(r, b);
-  /* The list ran out: back to the current slab. */
-  heap_xc_close(h, cls);
-  return heap_alloc_class(h, cls);
-}
-
-void *heap_xc_use(heap_t *h, unsigned cls) {
-  slab_t *f = h->front[cls];
-  if (slab_holds(f, f->free)) return heap_alloc_class(h, cls);
-  heap_xc_open(h, cls);
-  return heap_xc_alloc(h, cls);
-}
-
-void heap_xc_flush(heap_t *h) {
-  for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    if (h->xc.run[c].free != NULL) {
-      heap_xc_len(h, c);
-      heap_xc_spill(h, c);
-    } else if ((h->xc.live >> c) & 1) {
-      heap_xc_close(h, c);
-    }
-  }
-  h->xc.want = 0;
-}
-
-#endif /* HEAP_XC_ENABLE */
-
 /* ---- purge --------------------------------------------------------------- */
-
-/* Decommit h's free slabs idle for the purge delay and release its wholly
- * free superslabs idle that long (everything idle if force). Under h->lock.
- * Returns the bytes decommitted. */
-static size_t heap_purge(heap_t *h, uint64_t now, bool force) {
-  uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
-  size_t purged = 0;
-  for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->ss_head[k];
-    while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
-      superslab_t *next_ss = ss->next;
-      bool idle = force || now - ss->last_free_ms >= delay;
-      if (ss->free_mask == ss_all_mask(ss) && idle) {
-        size_t d = ss_dirty_bytes(ss);
-        ss_list_remove(h, ss);
-        ss_set_heap(ss, NULL);
-        ss_release(ss);
-        heap_dirty_add(h, d, -1);
-        purged += d;
-      } else {
-        size_t d = ss_purge_slabs(ss, now, delay, force, &next);
-        heap_dirty_add(h, d, -1);
-        purged += d;
-        if (ss->free_mask == ss_all_mask(ss) && ss->last_free_ms + delay < next)
-          next = ss->last_free_ms + delay;
-      }
-      ss = next_ss;
-    }
-  }
-  atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
-  return purged;
-}
-
-/* Waiting slabs whose blocks all came back (freed by other threads) go to
- * their superslab, so their memory is reused by any class and decays.
- * Returns whether any block came back. */
-static bool heap_sweep_waiting(heap_t *h) {
-  bool got = false;
-  for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    slab_t *s = h->list_head[HEAP_WAITING][c];
-    while (s != NULL) {
-      slab_t *next = s->next;
-      if (ss_slab_collect(s) != 0) {
-        got = true;
-        if (s->used == 0) {
-          slist_remove(h, s);
-          heap_release_slab_locked(h, s);
-        }
-      }
-      s = next;
-    }
-  }
-  return got;
-}
 
 /* Cheap housekeeping on every refill: drain the delayed list and publish
  * our pending remote frees; every 16th call sweep the waiting slabs, look
@@ -658,47 +343,19 @@ void heap_drain_self(void) {
   heap_sweep_waiting(self);
 }
 
+/* decay's slot for the heaps. The exit heap is not purged but emptied:
+ * its superslabs go back to the abandoned list (heap_exit_giveback). Only
+ * tried, never waited for: its lock is taken before the pass lock
+ * elsewhere. (In a fork child it is marked dead but still serves exiting
+ * threads.) If it is not due, or its lock is busy, the walk treats it as
+ * any heap. */
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due) {
-  size_t purged = 0;
-  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
-    uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
-    /* The exit heap is not purged but emptied: its superslabs go back to
-     * the abandoned list (heap_exit_giveback). Only tried, never waited
-     * for: its lock is taken before the pass lock elsewhere. (In a fork
-     * child it is marked dead but still serves exiting threads.) */
-    if ((force || due <= now) && h == __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE) &&
-        heap_exit_giveback(false))
-      continue;
-    if (h->dead || (!force && due > now)) {
-      if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
-      continue;
-    }
-    if (blocking)
-      pthread_mutex_lock(&h->lock);
-    else if (pthread_mutex_trylock(&h->lock) != 0) {
-      decay_note_contended();
-      if (next_due != NULL && now + 1 < *next_due) *next_due = now + 1;
-      continue;
-    }
-    purged += heap_purge(h, now, force);
-    due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
-    pthread_mutex_unlock(&h->lock);
-    if (next_due != NULL && due < *next_due) *next_due = due;
-  }
-  return purged;
-}
-
-size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
-  size_t b = 0, m = 0, n = 0;
-  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
-    size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
-    b += d;
-    m = d > m ? d : m;
-    n += d != 0;
-  }
-  *max_one = m;
-  *heaps = n;
-  return b;
+  heap_t *x = __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE);
+  const heap_t *skip = NULL;
+  if (x != NULL && (force || atomic_load_explicit(&x->next_purge_ms, memory_order_relaxed) <= now) &&
+      heap_exit_giveback(false))
+    skip = x;
+  return heap_purge_heaps(now, force, blocking, next_due, skip);
 }
 
 void heap_fork_child(heap_t *keep, const heap_t *keep2) {
@@ -714,7 +371,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     bool pooled = false;
     for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) h->dead = true;
-    for (unsigned k = 0; k < SS_KINDS; k++) h->ss_head[k] = h->ss_tail[k] = NULL;
+    for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   }
@@ -753,21 +410,21 @@ static bool heap_slab_ready(slab_t *s) { return s->free != NULL || remote_has_fr
 static slab_t *heap_next_slab(heap_t *h, unsigned cls) {
   for (slab_t *w = h->list_head[HEAP_WAITING][cls]; w != NULL; w = w->next)
     if (heap_slab_ready(w)) {
-      slist_remove(h, w);
+      heap_list_remove(h, w);
       return w;
     }
-  slab_t *s = partial_pop(h, cls);
+  slab_t *s = heap_list_pop(h, HEAP_PARTIAL, cls);
   if (s != NULL) return s;
   /* Fewer big slabs wait: each holds megabytes. */
   unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
   while (h->waiting_n[cls] > max) {
-    slab_t *w = slist_pop(h, HEAP_WAITING, cls);
+    slab_t *w = heap_list_pop(h, HEAP_WAITING, cls);
     /* It waited long enough: from now on blocks freed into it reach us
      * through a local free or the delayed list (remote.c). */
     if (!remote_mark_full(w, h)) return w; /* frees arrived first */
   }
   s = heap_new_slab(h, cls);
-  if (s != NULL && s->in_partial) slist_remove(h, s);
+  if (s != NULL && s->on_list) heap_list_remove(h, s);
   return s;
 }
 
@@ -794,86 +451,11 @@ static void *heap_prof_sample(unsigned cls) {
   return p;
 }
 
-/* Profiling: move s's free list (its carved blocks not in use) into the
- * class's batch descriptor and pop from it. The sampler is told the bytes
- * the batch serves; if its sample falls inside, the batch stops just
- * before it and the class's next refill takes the sample. */
-static void *heap_shadow_fill(heap_t *h, unsigned cls, slab_t *s) {
-  slab_t *sh = &h->shadow[cls];
-  unsigned n = (unsigned)(s->carved - s->used);
-  uint64_t at = prof_batch((size_t)n * s->bsize);
-  unsigned k = at == UINT64_MAX ? n : (unsigned)(at / s->bsize);
-  if (k == 0) {
-    void *p = heap_prof_sample(cls);
-    if (p != NULL) return p;
-    k = n; /* no profiling heap to be had: this one goes unsampled */
-  }
-  block_t *first = s->free;
-  if (k < n) {
-    block_t *last = first;
-    for (unsigned i = 1; i < k; i++) {
-      block_t *nx = blk_next(last);
-      if (!slab_holds(s, nx)) { /* overwritten: the next refill reports it */
-        k = i;
-        break;
-      }
-      last = nx;
-    }
-    s->free = blk_next(last);
-    blk_set_next(last, NULL);
-    h->prof_due |= (uint64_t)1 << cls;
-  } else {
-    s->free = NULL;
-  }
-  s->used = (uint16_t)(s->used + k); /* in the batch: in use, as far as s knows */
-  sh->area = s->area;
-  sh->span = s->span;
-  sh->bsize = s->bsize;
-  sh->cls = (uint8_t)cls;
-  sh->free = first;
-  return slab_pop(sh, first);
-}
-
-/* Profiling: a batch is every free block of s, and what is freed while
- * the batch is served goes to s's own list, so a batch holds about the
- * slab's spare blocks and one refill served only a page's worth of the
- * large classes (about one refill per 21 mallocs in random mixed). Carve
- * ahead until s has eight pages' worth spare. Profiling only: the pages
- * carved are the ones the batch hands out next. */
-static void heap_shadow_widen(slab_t *s) {
-  unsigned have = (unsigned)(s->carved - s->used);
-  if (have >= 8u * sc_batch[s->cls] || s->carved >= s->capacity) return;
-  block_t *old = s->free, *tail = old;
-  s->free = NULL;
-  ss_slab_carve(s);
-  if (old == NULL) return;
-  for (block_t *nx; (nx = blk_next(tail)) != NULL && slab_holds(s, nx);) tail = nx;
-  blk_set_next(tail, s->free);
-  s->free = old;
-}
-
-/* Profiling, thread exit: the unpopped rest of each batch goes back to its
- * slab's list. */
-static void heap_shadow_return(heap_t *h) {
-  for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    slab_t *sh = &h->shadow[c], *s = h->cur[c];
-    block_t *b = sh->free;
-    sh->free = NULL;
-    if (b == NULL || s == &heap_empty_slab || !slab_holds(s, b)) continue;
-    unsigned n = 1;
-    block_t *last = b;
-    for (block_t *nx; (nx = blk_next(last)) != NULL && slab_holds(s, nx) && n < s->capacity; last = nx) n++;
-    blk_set_next(last, s->free);
-    s->free = b;
-    s->used = (uint16_t)(s->used - n);
-  }
-}
-
-void *heap_alloc_refill(heap_t *h, unsigned cls) {
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   HAK_STAT(ST_REFILL);
   heap_maintain(h);
-  if (h->shadow != NULL) {
-    slab_t *sh = &h->shadow[cls];
+  if (h->batch != NULL) {
+    slab_t *sh = &h->batch[cls];
     /* The pop failed: the batch is empty, or its head was overwritten. */
     if (HAK_UNLIKELY(sh->free != NULL)) {
       report_error("malloc", sh->free, "heap corruption detected at");
@@ -897,20 +479,26 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
       /* Exhausted: it waits (unmarked) for blocks to come back, and the
        * class moves on. */
       HAK_STAT(ST_WAITING);
-      slist_push(h, HEAP_WAITING, s);
+      heap_list_push(h, HEAP_WAITING, s);
     }
     s = heap_next_slab(h, cls);
     if (s == NULL) {
       heap_set_current(h, cls, &heap_empty_slab);
+      if (oom != NULL) return oom(h, cls);
       errno = ENOMEM;
       return NULL;
     }
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->shadow != NULL) {
-    heap_shadow_widen(s);
-    return heap_shadow_fill(h, cls, s);
+  if (h->batch != NULL) {
+    heap_batch_widen(s);
+    unsigned k = heap_batch_size(s);
+    if (k == 0) { /* this allocation is the sampled one */
+      void *p = heap_prof_sample(cls);
+      if (p != NULL) return p;
+    }
+    return heap_batch_fill(h, cls, s, k);
   }
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
@@ -924,14 +512,14 @@ void *heap_alloc_refill(heap_t *h, unsigned cls) {
 
 static void heap_abandon_all(heap_t *h) {
   for (unsigned k = 0; k < SS_KINDS; k++) {
-    superslab_t *ss = h->ss_head[k];
+    superslab_t *ss = h->owned_head[k];
     while (ss != NULL) {
       superslab_t *next = ss->next;
       slab_t *s;
       SS_FOR_EACH_USED(ss, s) {
         ss_slab_clear_mark(s);
         ss_slab_collect(s);
-        s->in_partial = 0;
+        s->on_list = 0;
         s->next = s->prev = NULL;
         if (s->used == 0) {
           heap_release_slab(h, s);
@@ -939,7 +527,7 @@ static void heap_abandon_all(heap_t *h) {
           atomic_store_explicit(&s->owner, OWNER_ABANDONED, memory_order_release);
         }
       }
-      ss_list_remove(h, ss);
+      heap_owned_remove(h, ss);
       /* Even a wholly free superslab goes to the abandoned list, still
        * committed: threads come and go in bursts, and the next one adopts it
        * warm instead of faulting its pages in again. The list decommits
@@ -966,7 +554,7 @@ static void heap_retire(heap_t *h) {
 static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
-  if (h->shadow != NULL) heap_shadow_return(h);
+  if (h->batch != NULL) heap_batch_return(h);
   heap_xc_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
@@ -1047,7 +635,7 @@ void *heap_exit_alloc(unsigned cls) {
      * the purge delay (heap_purge_all), whether or not a slab is free. */
     if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) == UINT64_MAX) {
       bool owns = false;
-      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->ss_head[k] != NULL;
+      for (unsigned k = 0; k < SS_KINDS; k++) owns |= h->owned_head[k] != NULL;
       if (owns) {
         heap_due(h, os_now_ms() + opt.purge_delay_ms);
         decay_note_idle(DECAY_BG_START_BYTES);
@@ -1070,105 +658,3 @@ void heap_unlock_all(void) {
   pthread_mutex_unlock(&heap_exit_lock);
 }
 
-/* ---- invariants (the debug build runs these at every slow path) ---------- */
-
-#define HEAP_CHECK(e) ((e) ? (void)0 : os_assert_fail(#e, __FILE__, __LINE__))
-
-void slab_check(const heap_t *h, const slab_t *s) {
-  if (s == &heap_empty_slab) return;
-  uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-  HEAP_CHECK((owner & ~OWNER_FULL) == h->tid);
-  HEAP_CHECK(s->carved <= s->capacity && s->used <= s->carved);
-  HEAP_CHECK(s->span == (uint64_t)s->capacity * s->bsize && s->bsize == sc_size[s->cls]);
-  HEAP_CHECK(ss_of(s->area) == ss_of(s) && s->capacity > 0);
-  /* Every block on the free list lies in the area and starts a block; the
-   * list holds exactly the carved blocks not in use. */
-  unsigned n = 0;
-  for (const block_t *b = s->free; b != NULL; b = blk_next(b)) {
-    /* A link outside the area was overwritten by the program (a use after
-     * free), not broken by hakmem: the pop reports it as such. */
-    if (!slab_holds(s, b)) return;
-    HEAP_CHECK(n < s->carved);
-    HEAP_CHECK(slab_is_block_start(s, b));
-    n++;
-  }
-  HEAP_CHECK(n == (unsigned)(s->carved - s->used));
-  if (owner & OWNER_FULL) HEAP_CHECK(s->free == NULL && s->carved == s->capacity);
-}
-
-void heap_check(heap_t *h) {
-  for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    const slab_t *cur = h->cur[c];
-    if (cur != &heap_empty_slab) {
-      HEAP_CHECK(cur->cls == c && !cur->in_partial);
-      slab_check(h, cur);
-    }
-    for (unsigned l = 0; l < 2; l++) {
-      const slab_t *prev = NULL;
-      unsigned n = 0;
-      for (const slab_t *s = h->list_head[l][c]; s != NULL; prev = s, s = s->next) {
-        HEAP_CHECK(s->in_partial == l + 1 && s->cls == c && s->prev == prev && s != cur);
-        uintptr_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-        HEAP_CHECK((o & ~OWNER_FULL) == h->tid && !(l == HEAP_WAITING && (o & OWNER_FULL)));
-        HEAP_CHECK(++n <= 1u << 20);
-      }
-      HEAP_CHECK(h->list_tail[l][c] == prev);
-      if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
-    }
-  }
-  pthread_mutex_lock((pthread_mutex_t *)&h->lock);
-  for (unsigned k = 0; k < SS_KINDS; k++) {
-    const superslab_t *prev = NULL;
-    for (const superslab_t *ss = h->ss_head[k]; ss != NULL; prev = ss, ss = ss->next) {
-      HEAP_CHECK(ss_heap(ss) == h && ss->listed && ss->kind == k && ss->prev == prev);
-      /* A slab is free in the mask exactly when nobody owns it. */
-      for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
-        uintptr_t o = atomic_load_explicit(&ss->slabs[i].owner, memory_order_relaxed);
-        HEAP_CHECK(((ss->free_mask >> i) & 1) == (o == OWNER_UNUSED));
-        if (o != OWNER_UNUSED) HEAP_CHECK((o & ~OWNER_FULL) == h->tid);
-      }
-    }
-    HEAP_CHECK(h->ss_tail[k] == prev);
-  }
-  pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
-}
-
-/* ---- read-only accessors for the statistics' residency walk (stats.c) ----
- * Kept at the end of the file: they read, never change, what is above.
- * Racy reads of other threads' heaps, as heap_idle_bytes makes: heap
- * structs are pooled, never unmapped, so the memory stays valid. */
-
-/* Visit the memory of every heap struct (carved from 64 KiB chunks) and of
- * every profiling batch table; returns the bytes those chunks and tables
- * map. Chunks are not listed: they are counted from the heaps carved out
- * of them (each chunk holds the same number; only the newest is partly
- * used). */
-size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg) {
-  size_t sz = align_up(sizeof(heap_t), 64), per = (64 * 1024) / sz, n = 0, mapped = 0;
-  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
-    n++;
-    fn(h, sizeof *h, arg);
-    slab_t *sh = __atomic_load_n(&h->shadow_mem, __ATOMIC_RELAXED);
-    if (sh != NULL) {
-      size_t len = align_up(HAK_NCLASS * sizeof(slab_t), os_page_size);
-      fn(sh, len, arg);
-      mapped += len;
-    }
-  }
-  return mapped + (per ? (n + per - 1) / per : 0) * (64 * 1024);
-}
-
-/* Bytes of blocks waiting in the threads' caches of pending remote frees
- * (remote.h): freed by the program, still counted in their slabs' used. */
-size_t heap_remote_pending_bytes(void) {
-  size_t total = 0;
-  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
-    uint32_t busy = __atomic_load_n(&h->rcache.busy, __ATOMIC_RELAXED);
-    for (; busy != 0; busy &= busy - 1) {
-      const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
-      const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
-      if (s != NULL) total += (size_t)__atomic_load_n(&w->n, __ATOMIC_RELAXED) * s->bsize;
-    }
-  }
-  return total;
-}

@@ -8,7 +8,11 @@
  * partial and waiting lists, its owned superslabs, its cache of pending
  * remote frees, the profiling batches, and the thread start/exit protocol
  * (abandon on exit, adopt abandoned superslabs when a slab is needed); the
- * invariant checkers heap_check/slab_check.
+ * invariant checkers heap_check/slab_check. Implemented by heap.c (the
+ * heap and its refill), heap_purge.c (idle slabs, purge, the walks over
+ * every heap), heap_prof.c (the profiling batches), heap_check.c (the
+ * checkers) and heap_xc.c (the kept blocks); heap_impl.h is what they
+ * share.
  * Promises: only the owning thread touches a heap's slab lists and its
  * slabs' free lists; the page level (superslab lists and masks) is shared
  * with the purge thread under the heap's lock; everything here except the
@@ -71,7 +75,7 @@ typedef struct heap {
    * yet marked full, for the blocks other threads are freeing — those reach
    * them through thread_free with no delayed-list hand-shake, and a refill
    * looks at the oldest before taking a new slab. */
-  slab_t *list_head[2][HAK_NCLASS];
+  slab_t *list_head[2][HAK_NCLASS];  /* slab_dlist (superslab.h) */
   slab_t *list_tail[2][HAK_NCLASS];
   uint8_t waiting_n[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
@@ -79,8 +83,9 @@ typedef struct heap {
    * changes hands with its superslab (once per slab, not per block); the
    * purge thread only tries it. */
   pthread_mutex_t lock;
-  superslab_t *ss_head[SS_KINDS]; /* owned superslabs, those with free slabs first */
-  superslab_t *ss_tail[SS_KINDS];
+  /* owned superslabs by kind, those with free slabs first (ss_dlist) */
+  superslab_t *owned_head[SS_KINDS];
+  superslab_t *owned_tail[SS_KINDS];
   _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
@@ -89,14 +94,14 @@ typedef struct heap {
   heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
 #endif
   /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
-   * per-class batch descriptor (shadow) that a refill fills from the
+   * per-class batch descriptor (batch[cls]) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
    * that knows the bytes it serves; the batch stops before the allocation
    * the sampler picked, which then comes from the shared profiling heap,
    * whose slabs' owner tag keeps the fast free path away from sampled
    * blocks. */
-  slab_t *shadow;                    /* HAK_NCLASS descriptors, or NULL */
-  slab_t *shadow_mem;                /* their memory, kept while the heap is pooled */
+  slab_t *batch;                     /* HAK_NCLASS descriptors while profiling, or NULL */
+  slab_t *batch_mem;                 /* their memory, kept while the heap is pooled */
   uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */
@@ -133,15 +138,22 @@ heap_t *heap_shared_exit_heap(void);
  * for the purge delay). Takes the exit heap's lock: not under the decay
  * pass lock. */
 void heap_exit_release(void);
-/* Take a block of class cls when h->cur[cls] has none. NULL = out of memory. */
-void *heap_alloc_refill(heap_t *h, unsigned cls);
+/* What a refill does when out of memory (no slab to be had): the caller's
+ * answer (alloc.c's collects everything idle and refills once more), or
+ * NULL: the refill returns NULL with errno ENOMEM. Handed down as an
+ * argument, so heap.c calls nothing above it and a refill that succeeds
+ * pays nothing for it. */
+typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls);
+/* Take a block of class cls when h->front[cls] has none. */
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
 /* A block of class cls from h: the current slab's list, else a refill. */
-HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) {
+HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, heap_oom_fn oom) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
-  return heap_alloc_refill(h, cls);
+  return heap_alloc_refill(h, cls, oom);
 }
+HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) { return heap_alloc_class_with(h, cls, NULL); }
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not free (slab_block_is_free). */

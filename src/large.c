@@ -450,14 +450,10 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   if (base == NULL) {
     base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
     if (base == NULL) {
-      /* Memory may be sitting idle in our own heaps, lists and caches:
-       * give it back and retry. */
-      decay_collect_all(true);
-      base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
-      if (base == NULL) {
-        errno = ENOMEM;
-        return NULL;
-      }
+      /* alloc.c gives back what sits idle in every heap, list and cache,
+       * and asks once more. */
+      errno = ENOMEM;
+      return NULL;
     }
     large_decay_register();
     map_size = need;

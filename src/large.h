@@ -22,7 +22,8 @@
 /* align: power of two >= 16. zeroed non-NULL (calloc): *zeroed tells
  * whether the first size bytes are known to be zero (fresh from the OS, or
  * an arena block whose possibly dirty granules large_alloc zeroed itself,
- * sparing the cold ones). NULL + ENOMEM on failure. */
+ * sparing the cold ones). NULL + ENOMEM on failure (out of memory: alloc.c
+ * collects and asks once more). */
 void *large_alloc(size_t size, size_t align, bool *zeroed);
 /* v: the ownership-map value of p. Reports and returns on an invalid p. */
 void large_free(void *p, unsigned v, const char *call);

@@ -39,7 +39,7 @@ static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Registry of live superslabs, for statistics only: touched once per 4 MiB
  * acquired or released. */
 static pthread_mutex_t ss_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static superslab_t *ss_registry;
+static superslab_t *ss_registry, *ss_registry_tail; /* live superslabs, newest first */
 static size_t ss_live, ss_abandoned_n;
 static superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
@@ -99,10 +99,7 @@ superslab_t *ss_acquire(unsigned kind) {
   }
   ss_header_init(ss, kind);
   pthread_mutex_lock(&ss_registry_lock);
-  ss->all_prev = NULL;
-  ss->all_next = ss_registry;
-  if (ss_registry) ss_registry->all_prev = ss;
-  ss_registry = ss;
+  ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
   ss_live++;
   pthread_mutex_unlock(&ss_registry_lock);
   ownmap_set(ss, ss->slab_shift);
@@ -113,11 +110,7 @@ void ss_release(superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
   ownmap_set(ss, OWN_NONE);
   pthread_mutex_lock(&ss_registry_lock);
-  if (ss->all_prev)
-    ss->all_prev->all_next = ss->all_next;
-  else
-    ss_registry = ss->all_next;
-  if (ss->all_next) ss->all_next->all_prev = ss->all_prev;
+  ss_registry_dlist_remove(&ss_registry, &ss_registry_tail, ss);
   ss_live--;
   pthread_mutex_unlock(&ss_registry_lock);
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
@@ -298,7 +291,7 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   s->capacity = (uint16_t)(room / s->bsize);
   s->carved = 0;
   s->cls = (uint8_t)cls;
-  s->in_partial = 0;
+  s->on_list = 0;
   s->index = idx;
   s->next = s->prev = NULL;
   s->area = (uint8_t *)ss + ((size_t)idx << ss->slab_shift) + off;

@@ -36,6 +36,7 @@
 
 #include "annotate.h"
 #include "internal.h"
+#include "dlist.h"
 #include "report.h"
 #include "sizeclass.h"
 
@@ -61,22 +62,24 @@ typedef struct block {
 #define TF_COUNT_SHIFT  48
 #define TF_PTR_MASK     ((((uintptr_t)1 << TF_COUNT_SHIFT) - 1) & ~TF_DELAYED)
 
-/* Two cache lines. The first holds what malloc's and free's fast paths
- * touch, written only by the owner; the second what other threads write
- * (thread_free) and the cold list fields, so a remote free never steals
- * the owner's hot line. */
+/* Two cache lines, split by who writes them: the first is the owner's
+ * (the list malloc pops and free pushes, the counts, the list links, and
+ * thread_free, which a remote free's publish writes once per batch); the
+ * second holds what every free reads (the owner word, the geometry), which
+ * changes only when the slab changes hands or is marked full, so a free
+ * from another thread reads a line that stays shared between the cores. */
 typedef struct slab {
   /* First line: the owner's, written by every malloc and local free. */
   block_t *free;              /* malloc pops here (owner only) */
   uint16_t used;              /* blocks not on `free` (handed out, or freed remotely) */
   uint16_t carved;            /* blocks carved from fresh memory so far */
-  uint8_t in_partial;         /* on the owner heap's partial list */
+  uint8_t on_list;            /* which of its heap's slab lists holds it: 0 none, else HEAP_PARTIAL/HEAP_WAITING + 1 */
   uint8_t pad0[3];
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48: a
                                     publisher writes it once per batch */
-  struct slab *next;          /* owner heap's partial list */
+  struct slab *next;          /* owner heap's slab list (slab_dlist) */
   union {
-    struct slab *prev;        /* in use: partial list */
+    struct slab *prev;        /* in use: slab list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
   uint8_t pad1[24];
@@ -100,6 +103,8 @@ typedef struct slab {
 
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
 _Static_assert(__builtin_offsetof(slab_t, owner) == 64, "a remote free reads the second line only");
+/* A heap's list of slabs of one class (heap.h), through next/prev. */
+DLIST_DEFINE(slab_dlist, slab_t, prev, next)
 
 /* The per-process secret (set once at start-up, never 0; the secure
  * build's carving order uses it too). In the checked builds a free block's
@@ -234,6 +239,10 @@ typedef struct superslab {
 
 #define SS_SLABS_OFFSET 128
 _Static_assert(__builtin_offsetof(superslab_t, slabs) == SS_SLABS_OFFSET, "layout");
+/* A heap's superslabs of one kind (heap.h), through next/prev; the
+ * registry of live superslabs (superslab.c) links all_next/all_prev. */
+DLIST_DEFINE(ss_dlist, superslab_t, prev, next)
+DLIST_DEFINE(ss_registry_dlist, superslab_t, all_prev, all_next)
 
 /* The owning heap of a superslab, read by other threads (remote frees). */
 HAK_INLINE struct heap *ss_heap(const struct superslab *ss) {

@@ -1,0 +1,110 @@
+/*
+ * heap_impl.h — what the heap's files share (heap.c, the heap and its
+ * refill; heap_purge.c, idle memory and the walks over every heap;
+ * heap_prof.c, the profiling batches; heap_check.c, the invariant
+ * checkers; heap_xc.c, the blocks a thread keeps). Not for the rest of the
+ * library: its interface is heap.h.
+ *
+ * The list helpers and the idle-memory bookkeeping are inline here because
+ * heap.c's refill moves slabs between lists on its path, where they were
+ * inlined when everything was one file.
+ */
+#ifndef HAK_HEAP_IMPL_H
+#define HAK_HEAP_IMPL_H
+
+#include "internal.h"
+#include "heap.h"
+#include "superslab.h"
+
+/* Every heap ever made, newest first, linked through all_next (heap structs
+ * are pooled, never unmapped): pushed by heap.c's heap_new under its pool
+ * lock, read without a lock by the walks of heap_purge.c. */
+extern heap_t *heap_all;
+
+/* A heap's slab lists (slab_t.on_list = list + 1). FIFO: a slab that
+ * stopped being full a moment ago has one free block; by the time it
+ * reaches the head, frees have refilled it, so a refill does not switch
+ * slabs after every other allocation. */
+HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
+  unsigned c = s->cls;
+  s->on_list = (uint8_t)(l + 1);
+  slab_dlist_push_back(&h->list_head[l][c], &h->list_tail[l][c], s);
+  if (l == HEAP_WAITING) h->waiting_n[c]++;
+}
+
+HAK_INLINE void heap_list_remove(heap_t *h, slab_t *s) {
+  unsigned l = s->on_list - 1u, c = s->cls;
+  slab_dlist_remove(&h->list_head[l][c], &h->list_tail[l][c], s);
+  s->on_list = 0;
+  if (l == HEAP_WAITING) h->waiting_n[c]--;
+}
+
+HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
+  slab_t *s = h->list_head[l][cls];
+  if (s) heap_list_remove(h, s);
+  return s;
+}
+
+/* A heap's owned superslabs of one kind, those with a free slab first
+ * (superslab_t.listed while on it). Under h->lock. */
+HAK_INLINE void heap_owned_remove(heap_t *h, superslab_t *ss) {
+  ss_dlist_remove(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
+  ss->listed = 0;
+}
+
+HAK_INLINE void heap_owned_push_front(heap_t *h, superslab_t *ss) {
+  ss_dlist_push_front(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
+  ss->listed = 1;
+}
+
+HAK_INLINE void heap_owned_push_back(heap_t *h, superslab_t *ss) {
+  ss_dlist_push_back(&h->owned_head[ss->kind], &h->owned_tail[ss->kind], ss);
+  ss->listed = 1;
+}
+
+/* Idle memory of h becomes due at `due`: the next purge must not wait
+ * longer. */
+HAK_INLINE void heap_due(heap_t *h, uint64_t due) {
+  if (due < atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed))
+    atomic_store_explicit(&h->next_purge_ms, due, memory_order_relaxed);
+}
+
+HAK_INLINE void heap_dirty_add(heap_t *h, size_t bytes, long sign) {
+  size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+  d = sign > 0 ? d + bytes : d > bytes ? d - bytes : 0;
+  atomic_store_explicit(&h->dirty_bytes, d, memory_order_relaxed);
+}
+
+/* ---- heap_purge.c -------------------------------------------------------- */
+
+/* s, a slab of h nobody uses, goes back to its superslab, resident; the
+ * purge decommits it once idle for the purge delay. Under h->lock (the
+ * _locked form takes it). */
+void heap_release_slab(heap_t *h, slab_t *s);
+void heap_release_slab_locked(heap_t *h, slab_t *s);
+/* Decommit h's free slabs idle for the purge delay, release its wholly
+ * free superslabs idle that long (everything idle if force). Under
+ * h->lock. Returns the bytes decommitted. */
+size_t heap_purge(heap_t *h, uint64_t now, bool force);
+/* Waiting slabs of h whose blocks all came back go to their superslab.
+ * Returns whether any block came back. Owner thread. */
+bool heap_sweep_waiting(heap_t *h);
+/* heap_purge_all's walk over every heap but skip (heap.c empties the exit
+ * heap itself when it can: see heap_purge_all). */
+size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_due, const heap_t *skip);
+
+/* ---- heap_prof.c (profiling: h->batch != NULL) ---------------------------- */
+
+/* Carve ahead until s has eight pages' worth of spare blocks. */
+void heap_batch_widen(slab_t *s);
+/* How many of s's free blocks the class's next batch holds: all of them,
+ * or those before the allocation the sampler picked (prof_batch); 0 when
+ * this very allocation is the sampled one. */
+unsigned heap_batch_size(const slab_t *s);
+/* Move the first k of s's free blocks (all of them if k is 0: the sample
+ * could not be taken) into the class's batch and pop one. */
+void *heap_batch_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k);
+/* Thread exit: the unpopped rest of each batch goes back to its slab. */
+void heap_batch_return(heap_t *h);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * heap_purge.c — the idle memory of the heaps, and the walks over every
+ * heap.
+ *
+ * Owns: the list of every heap (heap_all: heap.c pushes each new heap);
+ * a slab's return to its superslab, resident (heap_release_slab); the
+ * purge of one heap (free slabs and wholly free superslabs idle for the
+ * purge delay) and of every heap (heap_purge_heaps, for decay's pass
+ * through heap.c's heap_purge_all); the sweep of a heap's waiting slabs;
+ * the read-only walks for the statistics (heap_idle_bytes,
+ * heap_for_each_meta, heap_remote_pending_bytes).
+ * Promises: memory goes back by time, never because of how much was freed;
+ * the page level of a heap is touched only under its lock; the walks only
+ * read (racy sums: heap structs are never unmapped).
+ * May call: superslab (slab free, purge, release), decay (idle memory
+ * reports), os (the clock), options; nothing of heap.c.
+ */
+#include "heap_impl.h"
+#include "decay.h"
+#include "heap.h"
+#include "internal.h"
+#include "options.h"
+#include "os.h"
+#include "remote.h"
+#include "superslab.h"
+
+#include <pthread.h>
+
+heap_t *heap_all;
+
+/* ---- idle slabs and their purge ------------------------------------------- */
+
+/* A slab of h becomes free again inside its superslab, its pages still
+ * resident: the next slab h needs of that kind reuses it warm, and the
+ * purge decommits it only once it has been idle for the purge delay —
+ * never because of how much was freed (that would fault the same pages
+ * back in on the next allocation). Under h->lock. */
+void heap_release_slab(heap_t *h, slab_t *s) {
+  superslab_t *ss = ss_of(s);
+  uint64_t now = os_now_ms();
+  if (ss->free_mask == 0 && ss->listed) {
+    /* It had no free slab, so it sat behind the ones that do. */
+    heap_owned_remove(h, ss);
+    heap_owned_push_front(h, ss);
+  }
+  heap_dirty_add(h, ss_slab_room(ss, s->index), 1);
+  ss_slab_free(ss, s, now);
+  heap_due(h, now + opt.purge_delay_ms);
+  decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed));
+}
+
+void heap_release_slab_locked(heap_t *h, slab_t *s) {
+  pthread_mutex_lock(&h->lock);
+  heap_release_slab(h, s);
+  pthread_mutex_unlock(&h->lock);
+}
+
+/* Decommit h's free slabs idle for the purge delay and release its wholly
+ * free superslabs idle that long (everything idle if force). Under h->lock.
+ * Returns the bytes decommitted. */
+size_t heap_purge(heap_t *h, uint64_t now, bool force) {
+  uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
+  size_t purged = 0;
+  for (unsigned k = 0; k < SS_KINDS; k++) {
+    superslab_t *ss = h->owned_head[k];
+    while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
+      superslab_t *next_ss = ss->next;
+      bool idle = force || now - ss->last_free_ms >= delay;
+      if (ss->free_mask == ss_all_mask(ss) && idle) {
+        size_t d = ss_dirty_bytes(ss);
+        heap_owned_remove(h, ss);
+        ss_set_heap(ss, NULL);
+        ss_release(ss);
+        heap_dirty_add(h, d, -1);
+        purged += d;
+      } else {
+        size_t d = ss_purge_slabs(ss, now, delay, force, &next);
+        heap_dirty_add(h, d, -1);
+        purged += d;
+        if (ss->free_mask == ss_all_mask(ss) && ss->last_free_ms + delay < next)
+          next = ss->last_free_ms + delay;
+      }
+      ss = next_ss;
+    }
+  }
+  atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
+  return purged;
+}
+
+/* Waiting slabs whose blocks all came back (freed by other threads) go to
+ * their superslab, so their memory is reused by any class and decays.
+ * Returns whether any block came back. */
+bool heap_sweep_waiting(heap_t *h) {
+  bool got = false;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    slab_t *s = h->list_head[HEAP_WAITING][c];
+    while (s != NULL) {
+      slab_t *next = s->next;
+      if (ss_slab_collect(s) != 0) {
+        got = true;
+        if (s->used == 0) {
+          heap_list_remove(h, s);
+          heap_release_slab_locked(h, s);
+        }
+      }
+      s = next;
+    }
+  }
+  return got;
+}
+
+/* ---- every heap ----------------------------------------------------------- */
+
+size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_due, const heap_t *skip) {
+  size_t purged = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    if (h == skip) continue;
+    uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    if (h->dead || (!force && due > now)) {
+      if (!h->dead && next_due != NULL && due < *next_due) *next_due = due;
+      continue;
+    }
+    if (blocking)
+      pthread_mutex_lock(&h->lock);
+    else if (pthread_mutex_trylock(&h->lock) != 0) {
+      decay_note_contended();
+      if (next_due != NULL && now + 1 < *next_due) *next_due = now + 1;
+      continue;
+    }
+    purged += heap_purge(h, now, force);
+    due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+    pthread_mutex_unlock(&h->lock);
+    if (next_due != NULL && due < *next_due) *next_due = due;
+  }
+  return purged;
+}
+
+size_t heap_idle_bytes(size_t *max_one, size_t *heaps) {
+  size_t b = 0, m = 0, n = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    size_t d = atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed);
+    b += d;
+    m = d > m ? d : m;
+    n += d != 0;
+  }
+  *max_one = m;
+  *heaps = n;
+  return b;
+}
+
+/* ---- read-only accessors for the statistics' residency walk (stats.c) ----
+ * Racy reads of other threads' heaps, as heap_idle_bytes makes: heap
+ * structs are pooled, never unmapped, so the memory stays valid. */
+
+/* Visit the memory of every heap struct (carved from 64 KiB chunks) and of
+ * every profiling batch table; returns the bytes those chunks and tables
+ * map. Chunks are not listed: they are counted from the heaps carved out
+ * of them (each chunk holds the same number; only the newest is partly
+ * used). */
+size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg) {
+  size_t sz = align_up(sizeof(heap_t), 64), per = (64 * 1024) / sz, n = 0, mapped = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    n++;
+    fn(h, sizeof *h, arg);
+    slab_t *sh = __atomic_load_n(&h->batch_mem, __ATOMIC_RELAXED);
+    if (sh != NULL) {
+      size_t len = align_up(HAK_NCLASS * sizeof(slab_t), os_page_size);
+      fn(sh, len, arg);
+      mapped += len;
+    }
+  }
+  return mapped + (per ? (n + per - 1) / per : 0) * (64 * 1024);
+}
+
+/* Bytes of blocks waiting in the threads' caches of pending remote frees
+ * (remote.h): freed by the program, still counted in their slabs' used. */
+size_t heap_remote_pending_bytes(void) {
+  size_t total = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    uint32_t busy = __atomic_load_n(&h->rcache.busy, __ATOMIC_RELAXED);
+    for (; busy != 0; busy &= busy - 1) {
+      const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
+      const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
+      if (s != NULL) total += (size_t)__atomic_load_n(&w->n, __ATOMIC_RELAXED) * s->bsize;
+    }
+  }
+  return total;
+}
