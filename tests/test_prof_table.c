@@ -1,21 +1,23 @@
 /*
  * test_prof_table.c — the profiler's live-sample table holds memory for
  * the samples live now, not for every sample the run ever took
- * (HAKMEM_PROF=1, started by CTest with HAKMEM_PROF_SAMPLE=8192).
+ * (HAKMEM_PROF=1, started by CTest with HAKMEM_PROF_SAMPLE=32768).
  *
- * churn: a working set of 4 096 blocks of 16 B..2 KiB, replaced at random
- * 1.5 million times: about 190 000 samples over the run (thousands of
- * distinct addresses), a few hundred live at any time. The metadata the
- * statistics report (rss_metadata_bytes, which holds the table and its
- * filter) may grow by at most 2 MiB over the loop (a table of 64 K records
- * touched page by page is 14 MiB).
+ * churn: a working set of 4 096 blocks replaced at random, 100 000 times
+ * in each of 32 rounds; round r draws sizes from its own 256-byte band
+ * (16 B..8 KiB over the run), so the samples (about 400 000) land at
+ * tens of thousands of addresses while under a thousand are live at a
+ * time. The metadata the statistics report (rss_metadata_bytes, which
+ * holds the table and its filter) may grow by at most 2 MiB over the loop:
+ * a table of 64 K records touched page by page is 14 MiB (13 MiB of growth
+ * before the table followed the live samples).
  * spike: at prof.sample=1 every allocation is sampled: 30 000 held blocks
- * must all be in a dump (the table grows without losing one), and once
- * they are freed a dump counts only the working set's samples and the
- * metadata is back under the same bound (the table shrank).
+ * must all be in a dump (the table grows without losing one); once they
+ * are freed a dump counts only the working set's samples and the metadata
+ * is back under the same bound (the table shrank).
  * No timing.
  *
- *   test_prof_table DIR   (dumps go to DIR/t0, DIR/t1)
+ *   test_prof_table DIR   (dumps go to DIR/t0, DIR/t1, DIR/t2)
  */
 #include <stdbool.h>
 #include <stdint.h>
