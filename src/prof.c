@@ -189,28 +189,27 @@ static bool prof_rehash(size_t ncap) {
   size_t nbytes = prof_tab_size(ncap);
   prof_rec_t *nt = os_map(nbytes);
   if (nt == NULL) return false;
-  for (size_t i = 0; i < prof_cap; i++) {
-    if (prof_tab[i].ptr <= PROF_TOMB) continue;
-    size_t j = prof_hash(prof_tab[i].ptr) & (ncap - 1);
-    while (nt[j].ptr != 0) j = (j + 1) & (ncap - 1);
-    nt[j] = prof_tab[i];
-  }
-  /* The filter, under its sequence lock (the writer's half of Boehm's
-   * seqlock: odd, release fence, the stores, even with release). Words
-   * past the new layout are cleared, whole pages given back. */
+  /* The filter is rewritten under its sequence lock (the writer's half of
+   * Boehm's seqlock: odd, release fence, the stores, even with release);
+   * a reader meanwhile takes prof_lock and waits for the new table. Words
+   * past the layout in force are zero (each shrink keeps them so): only
+   * the old layout's words can hold bits. Those past the new layout's
+   * last page go back whole. */
   uint64_t g = atomic_load_explicit(&prof_fgen, memory_order_relaxed);
   atomic_store_explicit(&prof_fgen, g | 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
-  /* Words past the layout in force are zero (kept so by each shrink):
-   * only the old layout's words can hold bits. Those past the new
-   * layout's last page go back whole. */
   size_t ow = prof_cap * PROF_FBITS / 64, nw = ncap * PROF_FBITS / 64;
   size_t pgw = align_up(nw * 8, os_page_size) / 8, clear = ow < pgw ? ow : pgw;
   for (size_t w = 0; w < clear; w++) atomic_store_explicit(&prof_filter[w], 0, memory_order_relaxed);
   if (ow > pgw) os_decommit((void *)(prof_filter + pgw), align_up(ow * 8, os_page_size) - pgw * 8);
   uint64_t ng = ((g >> 7) + 1) << 7 | (uint64_t)prof_log2(ncap * PROF_FBITS) << 1;
-  for (size_t j = 0; j < ncap; j++)
-    if (nt[j].ptr > PROF_TOMB) prof_filter_set(prof_hash(nt[j].ptr), ng);
+  for (size_t i = 0; i < prof_cap; i++) {
+    if (prof_tab[i].ptr <= PROF_TOMB) continue;
+    size_t h = prof_hash(prof_tab[i].ptr), j = h & (ncap - 1);
+    while (nt[j].ptr != 0) j = (j + 1) & (ncap - 1);
+    nt[j] = prof_tab[i];
+    prof_filter_set(h, ng);
+  }
   atomic_store_explicit(&prof_fgen, ng, memory_order_release);
   os_unmap(prof_tab, prof_tab_bytes);
   prof_tab = nt;
