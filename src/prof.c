@@ -452,6 +452,25 @@ uint64_t prof_batch(size_t bytes) {
   return at;
 }
 
+/* A free whose filter bit is set (or read during a rewrite): the table
+ * decides. Out of line, so that the common miss in prof_free saves no
+ * registers. */
+static HAK_NOINLINE HAK_COLD void prof_free_slow(uintptr_t p, size_t h) {
+  pthread_mutex_lock(&prof_lock);
+  for (size_t i = h & (prof_cap - 1); prof_tab[i].ptr != 0; i = (i + 1) & (prof_cap - 1)) {
+    if (prof_tab[i].ptr == p) {
+      /* A tombstone, not an empty slot: later records of the same probe
+       * chain must stay reachable. */
+      prof_tab[i].ptr = PROF_TOMB;
+      prof_live--;
+      /* Most samples gone (after a spike): a smaller table. */
+      if (prof_cap > PROF_MIN && prof_live * 16 < prof_cap) prof_rehash(prof_cap_for(prof_live));
+      break;
+    }
+  }
+  pthread_mutex_unlock(&prof_lock);
+}
+
 void prof_free(void *p) {
   if (p == NULL || prof_filter == NULL) return;
   size_t h = prof_hash((uintptr_t)p);
@@ -465,19 +484,7 @@ void prof_free(void *p) {
     atomic_thread_fence(memory_order_acquire);
     if (!(w >> (b % 64) & 1) && atomic_load_explicit(&prof_fgen, memory_order_relaxed) == g) return;
   }
-  pthread_mutex_lock(&prof_lock);
-  for (size_t i = h & (prof_cap - 1); prof_tab[i].ptr != 0; i = (i + 1) & (prof_cap - 1)) {
-    if (prof_tab[i].ptr == (uintptr_t)p) {
-      /* A tombstone, not an empty slot: later records of the same probe
-       * chain must stay reachable. */
-      prof_tab[i].ptr = PROF_TOMB;
-      prof_live--;
-      /* Most samples gone (after a spike): a smaller table. */
-      if (prof_cap > PROF_MIN && prof_live * 16 < prof_cap) prof_rehash(prof_cap_for(prof_live));
-      break;
-    }
-  }
-  pthread_mutex_unlock(&prof_lock);
+  prof_free_slow((uintptr_t)p, h);
 }
 
 int prof_set_active(bool on) {
