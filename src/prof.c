@@ -28,17 +28,41 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#define PROF_FILTER_BITS ((size_t)1 << 20)
 #define PROF_TOMB ((uintptr_t)1)
+/* The table starts at PROF_MIN records (four pages) and doubles up to
+ * PROF_CAP; the filter has PROF_FBITS bits per record of the table. */
+#define PROF_MIN ((size_t)64)
+#define PROF_FBITS 16
+#define PROF_FILTER_MAX (PROF_CAP * PROF_FBITS / 8)
 
 /* Lock order: prof_dump.c's dump lock, then prof_lock, then the
  * allocator's own locks. prof_lock guards the live table; nothing under it
- * allocates or takes another hakmem lock (dladdr takes the loader's), and
- * no allocator lock is held when it is taken. */
+ * allocates from hakmem or takes another hakmem lock (dladdr takes the
+ * loader's; a rehash maps and unmaps), and no allocator lock is held when
+ * it is taken.
+ *
+ * The table's memory follows the live samples, not the run's history:
+ * records land at hash positions, so a table sized for the most samples
+ * ever live (or one whose tombstones are never swept) ends up touched on
+ * every page. prof_rehash moves the live records to a fresh mapping sized
+ * for them (doubling when live + tombstones pass 3/4, shrinking when live
+ * falls under 1/16, the same size to sweep tombstones) and unmaps the old
+ * one at once: the table is only ever read under prof_lock. */
 static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static prof_rec_t *prof_tab;
+static size_t prof_cap, prof_tab_bytes; /* records; bytes mapped */
+static size_t prof_live, prof_used, prof_dropped; /* used: live + tombstones */
+static _Atomic bool prof_ready;
+/* The filter is read without the lock (prof_free), so it never moves:
+ * one mapping of PROF_FILTER_MAX bytes of which only the first
+ * PROF_FBITS bits per table record are used (and touched). A rehash
+ * rewrites it from the live records: stale bits of swept tombstones would
+ * otherwise pile up until every free takes the lock. prof_fgen tells a
+ * reader whether it read during a rewrite (a sequence lock): bit 0 set
+ * while one runs, bits 1..6 log2 of the bits in use, bits 7.. a count of
+ * rewrites. */
 static _Atomic uint64_t *prof_filter;
-static size_t prof_live, prof_dropped;
+static _Atomic uint64_t prof_fgen;
 volatile sig_atomic_t prof_dump_requested;
 static prof_due_fn *prof_due;                 /* prof_dump.c's, from prof_table_init */
 static _Atomic bool prof_on = true;           /* hak_ctl "prof.active" */
@@ -105,16 +129,95 @@ static size_t prof_weight(size_t size, size_t mean) {
   return (size_t)((double)size / p + 0.5);
 }
 
+static unsigned prof_log2(size_t n) { return (unsigned)__builtin_ctzll((unsigned long long)n); }
+
+static size_t prof_tab_size(size_t cap) { return align_up(cap * sizeof(prof_rec_t), os_page_size); }
+
 bool prof_table_init(prof_due_fn *due) {
-  prof_tab = os_map(PROF_CAP * sizeof(prof_rec_t));
-  prof_filter = os_map(PROF_FILTER_BITS / 8);
-  if (prof_tab == NULL || prof_filter == NULL) return false;
+  prof_tab_bytes = prof_tab_size(PROF_MIN);
+  prof_tab = os_map(prof_tab_bytes);
+  prof_filter = os_map(PROF_FILTER_MAX);
+  if (prof_tab == NULL || prof_filter == NULL) {
+    if (prof_tab != NULL) os_unmap(prof_tab, prof_tab_bytes);
+    if (prof_filter != NULL) os_unmap((void *)prof_filter, PROF_FILTER_MAX);
+    prof_tab = NULL;
+    prof_filter = NULL;
+    return false;
+  }
+  prof_cap = PROF_MIN;
+  atomic_store_explicit(&prof_fgen, (uint64_t)prof_log2(PROF_MIN * PROF_FBITS) << 1, memory_order_release);
   prof_due = due;
   prof_next_dump_bytes = opt.prof_interval_bytes;
+  atomic_store_explicit(&prof_ready, true, memory_order_release);
   return true;
 }
 
-bool prof_table_ready(void) { return prof_tab != NULL; }
+bool prof_table_ready(void) { return atomic_load_explicit(&prof_ready, memory_order_acquire); }
+
+/* The filter bit of hash h while gen's layout is in force. The slot is
+ * h & (cap - 1) and the bit h & (cap * PROF_FBITS - 1): the same hash. */
+static size_t prof_fbit(size_t h, uint64_t gen) { return h & (((size_t)1 << (gen >> 1 & 63)) - 1); }
+
+static void prof_filter_set(size_t h, uint64_t gen) {
+  size_t b = prof_fbit(h, gen);
+  _Atomic uint64_t *w = &prof_filter[b / 64];
+  atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | (uint64_t)1 << (b % 64),
+                        memory_order_relaxed);
+}
+
+/* The capacity for n live records: at most 3/8 full (so that 3/8 of it
+ * is inserted before the next rehash), within [PROF_MIN, PROF_CAP]. */
+static size_t prof_cap_for(size_t n) {
+  size_t c = PROF_MIN;
+  while (c < PROF_CAP && n * 8 > c * 3) c <<= 1;
+  return c;
+}
+
+/* Under prof_lock: no room for one more record. Below the cap a table is
+ * rehashed at 3/4 (live + tombstones); at the cap, where live records may
+ * fill 3/4 on their own (past that samples are dropped, as always), at 7/8,
+ * so that each sweep of tombstones frees at least 1/8 of it. */
+static bool prof_full(void) {
+  return prof_cap < PROF_CAP ? (prof_used + 1) * 4 > prof_cap * 3 : (prof_used + 1) * 8 > prof_cap * 7;
+}
+
+/* Under prof_lock: the live records into a fresh table of ncap records,
+ * the filter rewritten for it, the old table unmapped. False (nothing
+ * changed) if the mapping fails. The new table's pages are touched only
+ * where a live record lands. */
+static bool prof_rehash(size_t ncap) {
+  size_t nbytes = prof_tab_size(ncap);
+  prof_rec_t *nt = os_map(nbytes);
+  if (nt == NULL) return false;
+  /* The filter is rewritten under its sequence lock (the writer's half of
+   * Boehm's seqlock: odd, release fence, the stores, even with release);
+   * a reader meanwhile takes prof_lock and waits for the new table. Words
+   * past the layout in force are zero (each shrink keeps them so): only
+   * the old layout's words can hold bits. Those past the new layout's
+   * last page go back whole. */
+  uint64_t g = atomic_load_explicit(&prof_fgen, memory_order_relaxed);
+  atomic_store_explicit(&prof_fgen, g | 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  size_t ow = prof_cap * PROF_FBITS / 64, nw = ncap * PROF_FBITS / 64;
+  size_t pgw = align_up(nw * 8, os_page_size) / 8, clear = ow < pgw ? ow : pgw;
+  for (size_t w = 0; w < clear; w++) atomic_store_explicit(&prof_filter[w], 0, memory_order_relaxed);
+  if (ow > pgw) os_decommit((void *)(prof_filter + pgw), align_up(ow * 8, os_page_size) - pgw * 8);
+  uint64_t ng = ((g >> 7) + 1) << 7 | (uint64_t)prof_log2(ncap * PROF_FBITS) << 1;
+  for (size_t i = 0; i < prof_cap; i++) {
+    if (prof_tab[i].ptr <= PROF_TOMB) continue;
+    size_t h = prof_hash(prof_tab[i].ptr), j = h & (ncap - 1);
+    while (nt[j].ptr != 0) j = (j + 1) & (ncap - 1);
+    nt[j] = prof_tab[i];
+    prof_filter_set(h, ng);
+  }
+  atomic_store_explicit(&prof_fgen, ng, memory_order_release);
+  os_unmap(prof_tab, prof_tab_bytes);
+  prof_tab = nt;
+  prof_tab_bytes = nbytes;
+  prof_cap = ncap;
+  prof_used = prof_live;
+  return true;
+}
 
 /* The next gap: -m ln(u) with u uniform in (0, 1], from a per-thread
  * xorshift generator (seeded from the thread's address and the clock, so
@@ -301,15 +404,17 @@ void prof_alloc(void *p, size_t size) {
   rec.weight = prof_weight(size, opt.prof_sample);
   size_t h = prof_hash(rec.ptr);
   pthread_mutex_lock(&prof_lock);
-  if (prof_live * 4 >= PROF_CAP * 3) {
-    prof_dropped++; /* keep probe chains short rather than track everything */
+  /* Past 3/4 of the cap live, samples are dropped: probe chains stay
+   * short rather than track everything. A failed mapping drops it too. */
+  if (prof_live * 4 >= PROF_CAP * 3 || (prof_full() && (!prof_rehash(prof_cap_for(prof_live + 1)) || prof_full()))) {
+    prof_dropped++;
   } else {
-    size_t i = h & (PROF_CAP - 1);
-    while (prof_tab[i].ptr > PROF_TOMB) i = (i + 1) & (PROF_CAP - 1);
+    size_t i = h & (prof_cap - 1);
+    while (prof_tab[i].ptr > PROF_TOMB) i = (i + 1) & (prof_cap - 1);
+    if (prof_tab[i].ptr == 0) prof_used++; /* a tombstone is reused as it is */
     prof_tab[i] = rec;
     prof_live++;
-    atomic_fetch_or_explicit(&prof_filter[(h % PROF_FILTER_BITS) / 64], (uint64_t)1 << (h % 64),
-                             memory_order_relaxed);
+    prof_filter_set(h, atomic_load_explicit(&prof_fgen, memory_order_relaxed));
   }
   pthread_mutex_unlock(&prof_lock);
   /* Byte-interval dumps. Bytes reach the global total only here, at a
@@ -347,31 +452,48 @@ uint64_t prof_batch(size_t bytes) {
   return at;
 }
 
-void prof_free(void *p) {
-  if (p == NULL || prof_tab == NULL) return;
-  size_t h = prof_hash((uintptr_t)p);
-  uint64_t bit = (uint64_t)1 << (h % 64);
-  if (!(atomic_load_explicit(&prof_filter[(h % PROF_FILTER_BITS) / 64], memory_order_relaxed) & bit)) return;
+/* A free whose filter bit is set (or read during a rewrite): the table
+ * decides. Out of line, so that the common miss in prof_free saves no
+ * registers. */
+static HAK_NOINLINE HAK_COLD void prof_free_slow(uintptr_t p, size_t h) {
   pthread_mutex_lock(&prof_lock);
-  for (size_t i = h & (PROF_CAP - 1); prof_tab[i].ptr != 0; i = (i + 1) & (PROF_CAP - 1)) {
-    if (prof_tab[i].ptr == (uintptr_t)p) {
+  for (size_t i = h & (prof_cap - 1); prof_tab[i].ptr != 0; i = (i + 1) & (prof_cap - 1)) {
+    if (prof_tab[i].ptr == p) {
       /* A tombstone, not an empty slot: later records of the same probe
        * chain must stay reachable. */
       prof_tab[i].ptr = PROF_TOMB;
       prof_live--;
+      /* Most samples gone (after a spike): a smaller table. */
+      if (prof_cap > PROF_MIN && prof_live * 16 < prof_cap) prof_rehash(prof_cap_for(prof_live));
       break;
     }
   }
   pthread_mutex_unlock(&prof_lock);
 }
 
+void prof_free(void *p) {
+  if (p == NULL || prof_filter == NULL) return;
+  size_t h = prof_hash((uintptr_t)p);
+  /* The reader's half of the filter's sequence lock: a clear bit read
+   * while no rewrite ran means "not sampled". A sample of p set its bit
+   * before the allocation returned p, so before this free. */
+  uint64_t g = atomic_load_explicit(&prof_fgen, memory_order_acquire);
+  if (!(g & 1)) {
+    size_t b = prof_fbit(h, g);
+    uint64_t w = atomic_load_explicit(&prof_filter[b / 64], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (!(w >> (b % 64) & 1) && atomic_load_explicit(&prof_fgen, memory_order_relaxed) == g) return;
+  }
+  prof_free_slow((uintptr_t)p, h);
+}
+
 int prof_set_active(bool on) {
-  if (!opt.prof || prof_tab == NULL) return EPERM;
+  if (!opt.prof || !prof_table_ready()) return EPERM;
   atomic_store_explicit(&prof_on, on, memory_order_relaxed);
   return 0;
 }
 
-bool prof_is_active(void) { return opt.prof && prof_tab != NULL && atomic_load_explicit(&prof_on, memory_order_relaxed); }
+bool prof_is_active(void) { return opt.prof && prof_table_ready() && atomic_load_explicit(&prof_on, memory_order_relaxed); }
 
 int prof_set_sample(size_t mean) {
   if (mean == 0 || mean > ((size_t)1 << 40)) return EINVAL;
@@ -385,7 +507,7 @@ int prof_set_sample(size_t mean) {
 /* The dumps' view of the table (prof_dump.c). */
 size_t prof_table_visit(void (*fn)(const prof_rec_t *r, void *arg), void *arg, size_t *dropped) {
   pthread_mutex_lock(&prof_lock);
-  for (size_t i = 0; i < PROF_CAP; i++)
+  for (size_t i = 0; i < prof_cap; i++)
     if (prof_tab[i].ptr > PROF_TOMB) fn(&prof_tab[i], arg);
   size_t live = prof_live;
   *dropped = prof_dropped;
@@ -405,10 +527,22 @@ void prof_table_fork_child(void) {
   pthread_mutex_unlock(&prof_lock);
 }
 
+size_t prof_table_live(void) {
+  pthread_mutex_lock(&prof_lock);
+  size_t n = prof_live;
+  pthread_mutex_unlock(&prof_lock);
+  return n;
+}
+
 /* ---- read-only accessor for the statistics' residency walk (stats.c) ----
- * Kept at the end of the file. The sample table and the filter, mapped at
- * start-up when HAKMEM_PROF=1 (a dump's temporary aggregation is not). */
+ * Kept at the end of the file. The sample table as it is now and the
+ * filter's mapping (a dump's temporary aggregation is not reported). Under
+ * prof_lock: a rehash unmaps the table it replaces. The statistics call
+ * this holding no allocator lock, and fn only reads residency. */
 void prof_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg) {
-  if (prof_tab != NULL) fn(prof_tab, PROF_CAP * sizeof(prof_rec_t), arg);
-  if (prof_filter != NULL) fn((const void *)prof_filter, PROF_FILTER_BITS / 8, arg);
+  if (!prof_table_ready()) return;
+  pthread_mutex_lock(&prof_lock);
+  fn(prof_tab, prof_tab_bytes, arg);
+  fn((const void *)prof_filter, PROF_FILTER_MAX, arg);
+  pthread_mutex_unlock(&prof_lock);
 }

@@ -72,11 +72,13 @@ struct prof_agg_ctx {
   prof_agg_t *agg;
   size_t cap, n;
   bool by_size;
+  bool overflow; /* more stacks than 3/4 of cap: aggregate again, larger */
 };
 
 static void prof_agg_add(const prof_rec_t *r, void *arg) {
   struct prof_agg_ctx *c = arg;
   prof_agg_t *agg = c->agg;
+  if (c->overflow) return;
   uint32_t skip = 0;
   while (skip < r->nframes && prof_frame_is_ours(r->frames[skip])) skip++;
   /* FNV-1a over the frames; |1 so that 0 can mean an empty slot. */
@@ -87,6 +89,10 @@ static void prof_agg_add(const prof_rec_t *r, void *arg) {
   size_t j = (size_t)(key >> 7) & (c->cap - 1);
   while (agg[j].key != 0 && agg[j].key != key) j = (j + 1) & (c->cap - 1);
   if (agg[j].key == 0) {
+    if ((c->n + 1) * 4 > c->cap * 3) {
+      c->overflow = true;
+      return;
+    }
     agg[j].key = key;
     agg[j].size = r->size;
     agg[j].nframes = r->nframes - skip;
@@ -100,24 +106,41 @@ static void prof_agg_add(const prof_rec_t *r, void *arg) {
 /* The table's counts at the last aggregation (under the dump lock). */
 static size_t prof_live_seen, prof_dropped_seen;
 
+/* Compact to the front; the order is the hash's, i.e. arbitrary: the
+ * formats do not depend on it, pprof and flame graphs sort themselves. */
+static size_t prof_compact(prof_agg_t *agg, size_t cap, size_t n) {
+  size_t k = 0;
+  for (size_t j = 0; j < cap; j++)
+    if (agg[j].key != 0) agg[k++] = agg[j];
+  return n;
+}
+
 /* Aggregate live samples by stack (and, with by_size, by block size too:
  * pprof scales each line by its mean block size, which is exact only when
  * the line holds one size). Returns the number of entries in *out (mapped
  * from the OS; the caller unmaps *out_bytes). */
 static size_t prof_aggregate(prof_agg_t **out, size_t *out_bytes, bool by_size) {
-  size_t cap = PROF_CAP * 2;
-  *out_bytes = cap * sizeof(prof_agg_t);
-  prof_agg_t *agg = os_map(*out_bytes);
-  *out = agg;
-  if (agg == NULL) return 0;
-  struct prof_agg_ctx c = {agg, cap, 0, by_size};
-  prof_live_seen = prof_table_visit(prof_agg_add, &c, &prof_dropped_seen);
-  /* Compact to the front; the order is the hash's, i.e. arbitrary: the
-   * formats do not depend on it, pprof and flame graphs sort themselves. */
-  size_t k = 0;
-  for (size_t j = 0; j < cap; j++)
-    if (agg[j].key != 0) agg[k++] = agg[j];
-  return c.n;
+  /* Sized by the live samples (at most one stack each, at most half
+   * full), not by the table's cap: only what is used is mapped and
+   * touched. Samples taken between the count and the visit may overflow
+   * it: then again, larger (they cannot outrun it for long). */
+  size_t live = prof_table_live();
+  for (;;) {
+    size_t cap = 64;
+    while (cap < 2 * (live + 16)) cap <<= 1;
+    *out_bytes = align_up(cap * sizeof(prof_agg_t), os_page_size);
+    prof_agg_t *agg = os_map(*out_bytes);
+    *out = agg;
+    if (agg == NULL) return 0;
+    struct prof_agg_ctx c = {agg, cap, 0, by_size, false};
+    prof_live_seen = prof_table_visit(prof_agg_add, &c, &prof_dropped_seen);
+    if (c.overflow) {
+      os_unmap(agg, *out_bytes);
+      live = prof_live_seen > live ? prof_live_seen : 2 * live;
+      continue;
+    }
+    return prof_compact(agg, cap, c.n);
+  }
 }
 
 /* path: gperftools' heap-profile text (the heap_v2 flavour, which pprof

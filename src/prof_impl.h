@@ -11,7 +11,7 @@
 #include <signal.h>
 
 #define PROF_FRAMES 24
-#define PROF_CAP ((size_t)1 << 16) /* live samples tracked */
+#define PROF_CAP ((size_t)1 << 16) /* the most records the table grows to */
 
 typedef struct prof_rec {
   uintptr_t ptr; /* 0 empty, PROF_TOMB deleted */
@@ -37,6 +37,8 @@ bool prof_table_ready(void);
  * allocate nor take another hakmem lock); returns the live count and the
  * samples dropped because the table was full. */
 size_t prof_table_visit(void (*fn)(const prof_rec_t *r, void *arg), void *arg, size_t *dropped);
+/* The live count now (the dumps size their aggregation by it). */
+size_t prof_table_live(void);
 void prof_table_fork_prepare(void);
 void prof_table_fork_parent(void);
 void prof_table_fork_child(void);
