@@ -238,8 +238,9 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
   ac.mapped += heap_for_each_meta(acct_meta, &m);
   /* The profiler's tables and the ownership map are read far more than
    * written: a page only read maps the kernel's shared zero page, which
-   * mincore calls resident and the process's RSS does not count (a dump
-   * reads the whole 14 MiB sample table). Written pages only. */
+   * mincore calls resident and the process's RSS does not count (the
+   * ownership map is looked up everywhere, and the profiler's filter is
+   * read by every free while profiling). Written pages only. */
   m.last_lo = m.last_hi = 0;
   m.written = true;
   prof_for_each_meta(acct_meta, &m);
