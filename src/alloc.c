@@ -159,10 +159,17 @@ static inline void free_remote(heap_t *h, slab_t *s, block_t *b) {
   HAK_STAT(ST_REMOTE);
 #if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
-#else
-  if (HAK_UNLIKELY(remote_free(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
-#endif
   decay_poll();
+#else
+  remote_cache_t *rc = h != NULL ? &h->rcache : NULL;
+  /* A block that joins its way's batch is all: the safe point
+   * (decay_poll) comes with the batch's publish, at least once every
+   * REMOTE_BATCH remote frees, so a thread that only frees still gets
+   * there. */
+  if (HAK_LIKELY(rc != NULL) && remote_free_fast(rc, s, b)) return;
+  if (HAK_UNLIKELY(remote_free_slow(rc, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+  decay_poll();
+#endif
 }
 
 static void free_small(void *p, unsigned shift, const char *call) {

@@ -53,23 +53,27 @@ enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
 /* remote_free's other cases: no cache, a way taken by another slab, a
  * batch to publish, the periodic flush. */
 int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) HAK_SLOW;
+/* The common case of remote_free, inline: the way of rc already holds s's
+ * batch, which stays below its limits; b joins it. False (nothing done)
+ * otherwise: remote_free_slow's case. */
+HAK_INLINE bool remote_free_fast(remote_cache_t *rc, slab_t *s, block_t *b) {
+  remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
+  int32_t room = w->room - (int32_t)s->bsize;
+  if (HAK_LIKELY(w->slab == s && room > 0 && rc->frees < REMOTE_FLUSH_EVERY - 1)) {
+    blk_free(b, w->head);
+    w->head = b;
+    w->n++;
+    w->room = room;
+    rc->frees++;
+    return true;
+  }
+  return false;
+}
 /* Any thread that does not own s: hand b (not yet marked) to s's owner
  * through the cache rc (NULL: publish at once). Returns REMOTE_ABANDONED if
- * a publish reached a slab whose thread exited. Inline, the common case:
- * the way already holds s's batch, which stays below its limits. */
+ * a publish reached a slab whose thread exited. */
 HAK_INLINE int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
-  if (HAK_LIKELY(rc != NULL)) {
-    remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
-    int32_t room = w->room - (int32_t)s->bsize;
-    if (HAK_LIKELY(w->slab == s && room > 0 && rc->frees < REMOTE_FLUSH_EVERY - 1)) {
-      blk_free(b, w->head);
-      w->head = b;
-      w->n++;
-      w->room = room;
-      rc->frees++;
-      return 0; /* REMOTE_OK */
-    }
-  }
+  if (HAK_LIKELY(rc != NULL) && remote_free_fast(rc, s, b)) return REMOTE_OK;
   return remote_free_slow(rc, s, b);
 }
 /* Publish every pending batch of rc. */
