@@ -59,27 +59,21 @@ void heap_release_slab_locked(heap_t *h, slab_t *s) {
  * free superslabs idle that long (everything idle if force). Under h->lock.
  * Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force) {
-  uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
+  uint64_t next = UINT64_MAX;
   size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
     superslab_t *ss = h->owned_head[k];
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
       superslab_t *next_ss = ss->next;
-      bool idle = force || now - ss->last_free_ms >= delay;
-      if (ss->free_mask == ss_all_mask(ss) && idle) {
-        size_t d = ss_dirty_bytes(ss);
+      size_t d;
+      if (ss_purge_step(ss, now, force, &next, &d)) {
+        d = ss_dirty_bytes(ss);
         heap_owned_remove(h, ss);
         ss_set_heap(ss, NULL);
         ss_release(ss);
-        heap_dirty_add(h, d, -1);
-        purged += d;
-      } else {
-        size_t d = ss_purge_slabs(ss, now, delay, force, &next);
-        heap_dirty_add(h, d, -1);
-        purged += d;
-        if (ss->free_mask == ss_all_mask(ss) && ss->last_free_ms + delay < next)
-          next = ss->last_free_ms + delay;
       }
+      heap_dirty_add(h, d, -1);
+      purged += d;
       ss = next_ss;
     }
   }

@@ -178,8 +178,8 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
     while (*link != NULL) {
       superslab_t *ss = *link;
       ss_abandon_reclaim_locked(ss, now);
-      bool whole = ss->free_mask == ss_all_mask(ss);
-      if (whole && (force || now - ss->last_free_ms >= delay)) {
+      size_t purged;
+      if (ss_purge_step(ss, now, force, &next, &purged)) {
         ss_abandoned_n--;
         ss->abandoned = 0;
         __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
@@ -187,8 +187,7 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
         release = ss;
         continue;
       }
-      decay_count(ss_purge_slabs(ss, now, delay, force, &next));
-      if (whole && ss->last_free_ms + delay < next) next = ss->last_free_ms + delay;
+      decay_count(purged);
       link = &ss->next;
     }
   }
@@ -357,6 +356,16 @@ size_t ss_dirty_bytes(const superslab_t *ss) {
   size_t b = (size_t)__builtin_popcountll(m) << ss->slab_shift;
   if (m & 1) b -= ss_area_offset(0); /* slab 0's dirty part starts after the header */
   return b;
+}
+
+bool ss_purge_step(superslab_t *ss, uint64_t now_ms, bool force, uint64_t *next_due, size_t *purged) {
+  uint64_t delay = opt.purge_delay_ms;
+  bool whole = ss->free_mask == ss_all_mask(ss);
+  *purged = 0;
+  if (whole && (force || now_ms - ss->last_free_ms >= delay)) return true;
+  *purged = ss_purge_slabs(ss, now_ms, delay, force, next_due);
+  if (whole && ss->last_free_ms + delay < *next_due) *next_due = ss->last_free_ms + delay;
+  return false;
 }
 
 size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force,

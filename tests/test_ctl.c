@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "testutil.h"
 
 static size_t rd(const char *name) {
   size_t v = 0, len = sizeof v;
@@ -25,17 +26,6 @@ static size_t rd(const char *name) {
   return v;
 }
 
-/* Live sampled blocks in a dump: the first count of the .heap header. */
-static long heap_samples(const char *prefix) {
-  char path[512], line[256];
-  snprintf(path, sizeof path, "%s.heap", prefix);
-  FILE *f = fopen(path, "r");
-  CHECK(f != NULL, "%s not written", path);
-  long n = -1;
-  if (fgets(line, sizeof line, f)) sscanf(line, "heap profile: %ld:", &n);
-  fclose(f);
-  return n;
-}
 
 static __attribute__((noinline)) void **hold(size_t n, size_t size) {
   void **v = malloc(n * sizeof *v);
@@ -151,20 +141,20 @@ int main(int argc, char **argv) {
   CHECK(hak_ctl("prof.dump", &path, &(size_t){sizeof path}, NULL, 0) == EPERM, "prof.dump is write-only");
   const char *bad = "/nonexistent-dir/x";
   CHECK(hak_ctl("prof.dump", NULL, NULL, &bad, sizeof bad) == EFAULT, "prof.dump to a missing directory");
-  long n0 = heap_samples(p0);
+  long n0 = tu_heap_samples(p0);
   /* Off: 8 MiB held at 1 sample per 4 KiB would give ~2000 samples. */
   on = false;
   CHECK(hak_ctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active off");
   void **k1 = hold(8192, 1024);
   path = p1;
   CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump 1");
-  long n1 = heap_samples(p1);
+  long n1 = tu_heap_samples(p1);
   on = true;
   CHECK(hak_ctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active on");
   void **k2 = hold(8192, 1024);
   path = p2;
   CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump 2");
-  long n2 = heap_samples(p2);
+  long n2 = tu_heap_samples(p2);
   printf("live samples: %ld at start, %ld after 8 MiB with prof.active off, %ld after 8 MiB on\n", n0, n1, n2);
   CHECK(n1 <= n0 + 2, "samples taken while prof.active was off");
   CHECK(n2 >= n1 + 1000, "too few samples at prof.sample=4096");

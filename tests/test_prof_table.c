@@ -44,16 +44,11 @@ static size_t meta(void) {
 
 /* The sample count of DIR/name.heap's header line. */
 static long dump_samples(const char *dir, const char *name) {
-  char prefix[512], path[600], line[256];
+  char prefix[512];
   snprintf(prefix, sizeof prefix, "%s/%s", dir, name);
   CHECK(hak_prof_dump(prefix) == 0, "hak_prof_dump(%s)", prefix);
-  snprintf(path, sizeof path, "%s.heap", prefix);
-  FILE *f = fopen(path, "r");
-  CHECK(f != NULL, "%s not written", path);
-  long n = -1;
-  if (fgets(line, sizeof line, f)) sscanf(line, "heap profile: %ld:", &n);
-  fclose(f);
-  CHECK(n >= 0, "%s: no header", path);
+  long n = tu_heap_samples(prefix);
+  CHECK(n >= 0, "%s.heap: no header", prefix);
   return n;
 }
 

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,20 @@ static inline size_t tu_rss_bytes(void)
   char *q = buf;
   while (*q && *q != ' ') q++;
   return (size_t)strtoul(q, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The live sampled blocks of a profile dump: the first count of
+ * PREFIX.heap's header line ("heap profile: N: ..."); -1 without one. */
+static inline long tu_heap_samples(const char *prefix)
+{
+  char path[600], line[256];
+  snprintf(path, sizeof path, "%s.heap", prefix);
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL, "%s not written", path);
+  long n = -1;
+  if (fgets(line, sizeof line, f)) sscanf(line, "heap profile: %ld:", &n);
+  fclose(f);
+  return n;
 }
 
 #ifdef USE_HAK_API
