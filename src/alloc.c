@@ -213,20 +213,21 @@ static void free_any(void *p, const char *call) {
     report_invalid(call, p);
 }
 
-/* The default build's free when front_free found a small slab that is not
- * the calling thread's, or a free its hit path refused: s is p's slab and
- * owner its owner word as front_free read it. A plain remote free (a slab
- * in use by another thread, p the start of one of its blocks, the calling
- * thread with a heap, the profiler off: free_any tells it of every free)
- * goes home at once, with
+/* The free when front_free found a small slab that is not the calling
+ * thread's, or a free its hit path refused: s is p's slab and owner its
+ * owner word as front_free read it. A plain remote free (a slab in use by
+ * another thread, p the start of one of its blocks and, in the checked
+ * builds, not marked free; the calling thread with a heap; the profiler
+ * off, since free_any tells it of every free) goes home at once, with
  * free_small's checks but not its second look-up (91 instructions a remote
- * free in bench_xmalloc under callgrind, most of them looking up again what
- * front_free had read). Everything else takes slow, which checks it again
- * from the start and reports. */
+ * free in bench_xmalloc under callgrind, most of them looking up again
+ * what front_free had read). Everything else takes slow, which checks it
+ * again from the start and reports. */
 void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   heap_t *h = heap_front.self;
   if (HAK_UNLIKELY(h == NULL || opt.prof || owner == OWNER_UNUSED ||
-                   (owner & ~OWNER_FULL) == h->tid || !slab_holds(s, p) || !slab_is_block_start(s, p))) {
+                   (owner & ~OWNER_FULL) == h->tid || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
+                   slab_block_is_free(s, p, false, true))) {
     slow(p);
     return;
   }

@@ -1,8 +1,8 @@
 /*
  * alloc.h — the generic (non-inlined) side of every entry point.
  *
- * Owns: the one slow path each way (alloc_slow, free_slow: front.h; in the
- * default build free_other, the remote free with the slab already known), the
+ * Owns: the one slow path each way (alloc_slow, free_slow: front.h; and
+ * free_other, the remote free with the slab already known), the
  * semantics of calloc, realloc, aligned allocation, usable size and sized
  * free on top of the fast paths, the foreign/large/small dispatch by the
  * ownership map, the checks of a freed pointer the fast path did not take

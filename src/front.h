@@ -17,8 +17,8 @@
  * (a double free in any order). malloc_usable_size of such a block takes
  * free's tests and reads the block size. No locks, no atomic read-modify-writes, no
  * option reads, no counters. Everything else is one call: alloc_slow, or
- * free_slow (free_other in the default build when the slab is known: a
- * remote free need not look it up again).
+ * free_slow (free_other when the slab is known: a remote free need not
+ * look it up again).
  * May call: alloc.c's slow paths.
  */
 #ifndef HAK_FRONT_H
@@ -72,10 +72,11 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
         return;
       }
     }
-#if !HAK_CHECKED
+#if !HAK_DEBUG
     /* Another thread's slab (or anything odd about this one): the remote
      * free starts from what was just read instead of looking it all up
-     * again. The checked builds keep the one full slow path. */
+     * again. The debug build keeps the one full slow path (it checks the
+     * heap's invariants there). */
     free_other(p, s, owner, slow);
     return;
 #endif
