@@ -40,9 +40,12 @@ static void *alloc_oom_refill(heap_t *h, unsigned cls) {
  * mapping can hold: that fails at once). */
 static void *alloc_large(size_t size, size_t align, bool *zeroed) {
   void *p = large_alloc(size, align, zeroed);
-  if (HAK_LIKELY(p != NULL) || size >= (size_t)PTRDIFF_MAX / 2) return p;
-  alloc_oom_collect();
-  return large_alloc(size, align, zeroed);
+  if (HAK_UNLIKELY(p == NULL) && size < (size_t)PTRDIFF_MAX / 2) {
+    alloc_oom_collect();
+    p = large_alloc(size, align, zeroed);
+  }
+  decay_poll(); /* an allocation's safe point: the mapping may want the thread */
+  return p;
 }
 
 /* A block of class cls from the calling thread's heap (created on the
@@ -114,7 +117,6 @@ void alloc_slab_emptied(slab_t *s) {
    * first test): nothing changed, nothing to poll. */
   if (s == h->cur[s->cls]) return;
   heap_slab_emptied(h, s);
-  decay_poll();
 }
 
 /* Is p, a block start of s whose owner word is owner, free already? The
@@ -159,16 +161,10 @@ static inline void free_remote(heap_t *h, slab_t *s, block_t *b) {
   HAK_STAT(ST_REMOTE);
 #if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
-  decay_poll();
 #else
   remote_cache_t *rc = h != NULL ? &h->rcache : NULL;
-  /* A block that joins its way's batch is all: the safe point
-   * (decay_poll) comes with the batch's publish, at least once every
-   * REMOTE_BATCH remote frees, so a thread that only frees still gets
-   * there. */
   if (HAK_LIKELY(rc != NULL) && remote_free_fast(rc, s, b)) return;
   if (HAK_UNLIKELY(remote_free_slow(rc, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
-  decay_poll();
 #endif
 }
 
@@ -189,7 +185,6 @@ static void free_small(void *p, unsigned shift, const char *call) {
   if (h != NULL && (owner & ~OWNER_FULL) == h->tid) {
     if (HAK_DEBUG) slab_check(h, s);
     heap_free_local(h, s, b, owner);
-    decay_poll();
     return;
   }
   /* A thread that only frees gets a heap too: its cache batches the
@@ -206,7 +201,6 @@ static void free_any(void *p, const char *call) {
     free_small(p, v, call);
   else if (v != OWN_NONE) {
     large_free(p, v, call);
-    decay_poll();
   } else if (foreign_owns(p))
     foreign_free(p); /* glibc's block (or the bypass): hand it back */
   else

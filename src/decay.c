@@ -25,6 +25,7 @@ static pthread_t decay_thread;  /* valid while decay_running */
 static bool decay_running, decay_stop_flag, decay_atexit_done;
 static _Atomic int decay_idle_wait; /* the thread waits with nothing idle */
 static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended;
+static _Atomic unsigned decay_exits; /* thread exits seen (decay_note_thread_exit) */
 
 void decay_note_idle(size_t idle_bytes) {
   int st = atomic_load_explicit(&decay_want_start, memory_order_relaxed);
@@ -55,6 +56,17 @@ void decay_count(size_t bytes) {
   atomic_fetch_add_explicit(forced ? &decay_forced : &decay_bytes, bytes, memory_order_relaxed);
 }
 
+void decay_note_thread_exit(void) {
+  atomic_fetch_add_explicit(&decay_exits, 1, memory_order_relaxed);
+  /* Pairs with the thread's fence after arming decay_idle_wait. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed)) {
+    pthread_mutex_lock(&decay_mu);
+    pthread_cond_signal(&decay_cv);
+    pthread_mutex_unlock(&decay_mu);
+  }
+}
+
 void decay_note_contended(void) { atomic_fetch_add_explicit(&decay_contended, 1, memory_order_relaxed); }
 
 /* The page owners' purges, registered by the owners themselves so that
@@ -63,8 +75,24 @@ void decay_note_contended(void) { atomic_fetch_add_explicit(&decay_contended, 1,
 static _Atomic decay_purge_fn decay_slots[DECAY_SLOTS];
 static size_t (*_Atomic decay_idle_fn)(size_t *, size_t *);
 
+/* Is there enough mapped that the thread should be (or stay) running?
+ * Memory can become idle only once it has been mapped; a program that
+ * maps one superslab of each kind (12 MiB of address space, most of it
+ * never touched) gets none. */
+static bool decay_mapped_enough(void) {
+  return atomic_load_explicit(&os_stats.mapped, memory_order_relaxed) >= DECAY_BG_MAPPED_BYTES;
+}
+
 void decay_register(enum decay_slot slot, decay_purge_fn fn) {
   atomic_store_explicit(&decay_slots[slot], fn, memory_order_release);
+  /* The owners register each time they map memory: the thread is wanted
+   * as soon as enough is mapped (DECAY_BG_MAPPED_BYTES), and the
+   * allocation that mapped it starts it, so that it already runs when the
+   * frees come (a free never starts it: see decay_poll). */
+  if (decay_mapped_enough() && opt.background_thread) {
+    int expect = 0;
+    atomic_compare_exchange_strong(&decay_want_start, &expect, 1);
+  }
 }
 
 void decay_register_idle(size_t (*idle_bytes)(size_t *, size_t *)) {
@@ -102,13 +130,20 @@ static void decay_wait_until(uint64_t due_ms) {
   pthread_cond_timedwait(&decay_cv, &decay_mu, &ts);
 }
 
-/* How long the thread waits with nothing idle before it ends. It must not
- * stay for good: glibc ends a process when its last thread returns, and a
- * process whose other threads all end with pthread_exit would otherwise
- * live on for this thread alone. It is started again when memory becomes
- * idle. */
-#define DECAY_LINGER_MS 1000
-
+/* With nothing idle the thread sleeps until memory becomes idle
+ * (decay_note_idle) or a thread exits (decay_note_thread_exit), and looks
+ * at least every DECAY_IDLE_CHECK_MS. It must not outlive the program's
+ * threads: glibc ends a process when its last thread ends, and a process
+ * whose threads all end with pthread_exit would otherwise live on for this
+ * one alone. So it ends when it is the process's only thread (checked
+ * DECAY_EXIT_CHECK_MS after a thread exit, when the exiting thread is
+ * gone), or when too little is mapped for it to be wanted; the next
+ * allocation that maps enough starts a new one. It does not end merely
+ * because nothing was idle for a while: it can be started only by an
+ * allocation (decay_poll), so a program that frees its memory and then
+ * makes no call would keep what it freed. */
+#define DECAY_IDLE_CHECK_MS 10000
+#define DECAY_EXIT_CHECK_MS 100
 static uint64_t decay_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -121,6 +156,9 @@ static void *decay_main(void *arg) {
   pthread_setname_np(pthread_self(), "hakmem-purge");
 #endif
   bool armed = false;
+  /* Unequal to any count: the first quiet spell looks at the threads soon
+   * (a thread's exit may have started this one: decay_poll at its end). */
+  unsigned exits_seen = atomic_load_explicit(&decay_exits, memory_order_relaxed) - 1;
   pthread_mutex_lock(&decay_mu);
   decay_thread = pthread_self();
   while (!decay_stop_flag) {
@@ -145,13 +183,31 @@ static void *decay_main(void *arg) {
       continue;
     }
     armed = false;
-    uint64_t until = decay_now_ms() + DECAY_LINGER_MS;
-    while (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag &&
-           decay_now_ms() < until)
+    /* Threads that exited since the last look at the thread count (also
+     * while a purge was due): look again once the exiting thread is gone. */
+    uint64_t until = decay_now_ms() + DECAY_IDLE_CHECK_MS;
+    unsigned pending = exits_seen;
+    for (;;) {
+      unsigned e = atomic_load_explicit(&decay_exits, memory_order_relaxed);
+      if (e != pending) {
+        pending = e;
+        uint64_t soon = decay_now_ms() + DECAY_EXIT_CHECK_MS;
+        if (soon < until) until = soon;
+      }
+      if (!atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) || decay_stop_flag ||
+          decay_now_ms() >= until)
+        break;
       decay_wait_until(until);
+    }
     if (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed) && !decay_stop_flag) {
-      /* Nothing became idle meanwhile: end; decay_note_idle starts a new
-       * thread when there is idle memory again. */
+      /* Still nothing idle. Stay while the program runs other threads and
+       * holds enough memory to want one; else end (the next allocation
+       * that maps enough, or that finds memory idle, starts a new one). */
+      exits_seen = pending; /* the exits up to here are looked at now */
+      pthread_mutex_unlock(&decay_mu);
+      bool stay = decay_mapped_enough() && os_thread_count() > 1;
+      pthread_mutex_lock(&decay_mu);
+      if (stay && !decay_stop_flag) continue;
       atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
       atomic_store(&decay_want_start, 0);
       break;
@@ -202,7 +258,7 @@ void decay_start(void) {
     errno = saved;
     return;
   }
-  /* Detached: it ends by itself (DECAY_LINGER_MS), and nobody joins it. */
+  /* Detached: it ends by itself (decay_main), and nobody joins it. */
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, (size_t)256 << 10);
@@ -265,6 +321,8 @@ void decay_fork_child(void) {
   atomic_store(&decay_idle_wait, 0);
   int st = atomic_load(&decay_want_start);
   if (st == 2 || st == 1) atomic_store(&decay_want_start, 0);
+  /* The child maps nothing new to want one: want it now if enough is. */
+  if (st != 3 && decay_mapped_enough() && opt.background_thread) atomic_store(&decay_want_start, 1);
   decay_cv_init(); /* nobody waits on it here */
   pthread_mutex_unlock(&decay_mu);
   pthread_mutex_unlock(&decay_pass_lock);

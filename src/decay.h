@@ -10,14 +10,20 @@
  * HAKMEM_PURGE_DELAY_MS, never because of how much was freed, so a steady
  * state makes no purge at all. With the background thread, an idle
  * program's memory goes back without any allocator call: the thread starts
- * the first time a component holds DECAY_BG_START_BYTES idle or more
- * (small programs never get one), sleeps until the earliest idle memory is
- * due, and ends after a second with nothing idle (started again when
- * memory becomes idle), so it never keeps a process alive whose other
- * threads ended with pthread_exit. It stops at exit, and a fork child gets
- * its own on demand.
- * The thread is created only at a safe point (decay_poll: no allocator
- * lock held, no structure mid-update), because pthread_create allocates.
+ * once DECAY_BG_MAPPED_BYTES are mapped or a component holds
+ * DECAY_BG_START_BYTES idle (small programs never get one), sleeps until
+ * the earliest idle memory is due, and with nothing idle sleeps until
+ * something is; it ends when it is the process's last thread (so it never
+ * keeps a process alive whose other threads ended with pthread_exit) or
+ * when too little is mapped. It stops at exit, and a fork child gets its
+ * own on demand.
+ * The thread is created only at a safe point of an allocation (decay_poll:
+ * no allocator lock held, no structure mid-update), because pthread_create
+ * allocates; never in a free, because glibc frees a dead thread's TLS
+ * while it holds the lock of its stack cache, which pthread_create takes
+ * (a Python test_threading run hung there). It is asked for when enough
+ * memory is first mapped (decay_register), so it runs before the frees
+ * come, and it stays while the program runs.
  * A leaf below the page owners: it calls none of them by name. Each owner
  * registers its purge entry point in its own slot (decay_register: heap.c
  * at process start, superslab.c and large.c when they first map memory,
@@ -32,6 +38,8 @@
 
 /* Idle memory in one place past which the background thread is started. */
 #define DECAY_BG_START_BYTES ((size_t)4 << 20)
+/* Address space mapped past which it is started at once (decay_register). */
+#define DECAY_BG_MAPPED_BYTES ((size_t)16 << 20)
 
 extern _Atomic int decay_want_start;
 
@@ -39,6 +47,9 @@ extern _Atomic int decay_want_start;
  * thread (started by the next decay_poll) or wakes a sleeping one. Cold;
  * may be called with allocator locks held. */
 void decay_note_idle(size_t idle_bytes);
+/* A thread with a heap is exiting (its heap's teardown): the thread looks
+ * whether it is the last one left. */
+void decay_note_thread_exit(void);
 /* Bytes a purge decommitted (counted as collected while decay_collect_all
  * runs, as decayed otherwise). */
 void decay_count(size_t bytes);
@@ -46,7 +57,8 @@ void decay_count(size_t bytes);
 void decay_note_contended(void);
 
 void decay_start(void) HAK_NOINLINE;
-/* At a safe point: start the thread if it was asked for. */
+/* At a safe point of an allocation or a thread's exit, never in a free:
+ * start the thread if it was asked for. */
 HAK_INLINE void decay_poll(void) {
   if (HAK_UNLIKELY(atomic_load_explicit(&decay_want_start, memory_order_relaxed) == 1)) decay_start();
 }

@@ -564,6 +564,7 @@ static void heap_thread_exit(void *arg) {
   heap_front.self = NULL;
   heap_front.exited = true;
   heap_retire(h);
+  decay_note_thread_exit();
   decay_poll();
 }
 

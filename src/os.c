@@ -210,6 +210,33 @@ bool os_residency_written(const void *p, size_t len, unsigned char *vec) {
   return ok;
 }
 
+unsigned os_thread_count(void) {
+  int saved = errno;
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    errno = saved;
+    return 0;
+  }
+  char buf[1024];
+  ssize_t r = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  errno = saved;
+  if (r <= 0) return 0;
+  buf[r] = 0;
+  /* The command name (field 2) may hold spaces: count fields from the last
+   * ')'. Field 3 is the main thread's state, field 20 num_threads. */
+  const char *q = strrchr(buf, ')');
+  if (q == NULL || q[1] != ' ') return 0;
+  bool leader_gone = q[2] == 'Z'; /* it ended with pthread_exit: a zombie, still counted */
+  for (unsigned f = 2; f < 20 && *q; f++) {
+    q = strchr(q + 1, ' ');
+    if (q == NULL) return 0;
+  }
+  unsigned n = 0;
+  for (q++; *q >= '0' && *q <= '9'; q++) n = n * 10 + (unsigned)(*q - '0');
+  return n > 0 && leader_gone ? n - 1 : n;
+}
+
 void os_write_err(const char *s) { os_write_fd(2, s); }
 
 void os_write_fd(int fd, const char *s) {

@@ -63,6 +63,11 @@ void os_write_fd(int fd, const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
 char *os_fmt_hex(char *buf, uintptr_t v);
 char *os_fmt_dec(char *buf, uint64_t v);
+/* Live threads of the calling process (/proc/self/stat: a main thread
+ * that ended with pthread_exit stays counted, as a zombie, until the
+ * process ends; it is not counted here); 0 if it cannot be read. Cold:
+ * the purge thread asks it when it has nothing to do. */
+unsigned os_thread_count(void);
 /* Nonzero bytes from the kernel (for keys); false if unavailable. */
 bool os_random(void *buf, size_t n);
 

@@ -24,6 +24,9 @@
  *               plus 8 blocks of 4 MiB, free it all, then make NO allocator
  *               call for 10 x delay: RSS (raw /proc/self/statm) must be
  *               within 32 MiB of the level before the phase. --rounds (2).
+ *               --hold-ms (0): the memory stays live that long, with no
+ *               allocator call, before the frees (the purge thread must
+ *               still run then: frees never start it).
  * nobackground  (HAKMEM_BACKGROUND_THREAD=0) the same phase; after the
  *               10 x delay sleep the RSS is printed, not bounded, and the
  *               process must have 1 thread (no purge thread); then
@@ -42,7 +45,10 @@
  *               keeps calling malloc/free) while another thread calls exit(7)
  *               0..250 ms after the frees began (the background thread is
  *               purging); (b) main frees 512 MiB and returns from main at
- *               once or 25..80 ms later with status 10+k. Each must end with
+ *               once or 25..80 ms later with status 10+k; (c) the only
+ *               thread ends with pthread_exit after freeing 256 MiB, or
+ *               with 64 MiB still live (the purge thread idle, nothing to
+ *               purge) at once or 1.5 s later. Each must end with
  *               its status within 15 s of being started and within 5 s of
  *               its exit()/return (the child reports the time of the call
  *               through a pipe).
@@ -71,7 +77,7 @@
 
 static int fails;
 static size_t g_mib;
-static unsigned g_rounds, g_forks;
+static unsigned g_rounds, g_forks, g_hold_ms;
 static unsigned long long g_steps;
 
 /* ---------------------------------------------------------------- helpers */
@@ -403,6 +409,10 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
   double t0 = now_ms();
   node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 8, 4 * MiB, seed, &n);
   size_t peak = tu_rss_bytes();
+  /* --hold-ms: the memory stays live, with no allocator call, for longer
+   * than the purge thread's quiet spells: it must still be there (or come
+   * back) for the frees, which never start it. */
+  if (g_hold_ms) sleep_ms(g_hold_ms);
   node_list_free(h);
   double tf = now_ms() - t0;
   double first;
@@ -420,8 +430,8 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
 
 static void part_background(void)
 {
-  printf("background: HAKMEM_PURGE_DELAY_MS=%u, HAKMEM_BACKGROUND_THREAD=%s, %u round(s) of %zu MiB\n", delay_ms(),
-         bg_opt(), g_rounds, g_mib);
+  printf("background: HAKMEM_PURGE_DELAY_MS=%u, HAKMEM_BACKGROUND_THREAD=%s, %u round(s) of %zu MiB, held %u ms "
+         "before the frees\n", delay_ms(), bg_opt(), g_rounds, g_mib, g_hold_ms);
   fflush(stdout);
   size_t base = tu_rss_bytes();
   printf("background: baseline RSS %.1f MiB, threads %ld\n", mib(base), threads_raw());
@@ -608,6 +618,21 @@ static int child_exit_pthread(int argc, char **argv)
   pthread_exit(NULL);
 }
 
+/* child: test_decay exit-pthread-idle SLEEP_MS 0 FD — the same, but the
+ * memory stays live and nothing is idle: the purge thread sleeps with no
+ * work when the only other thread ends, and must end too. */
+static int child_exit_pthread_idle(int argc, char **argv)
+{
+  CHECK(argc >= 5, "exit-pthread-idle: arguments");
+  unsigned ms = (unsigned)strtoul(argv[2], NULL, 10);
+  g_report_fd = atoi(argv[4]);
+  node_t *h = phase_alloc(64 * MiB, 16, 256 * KiB, 4, 4 * MiB, 900 + ms, NULL);
+  if (ms) sleep_ms(ms);
+  report_exit_time();
+  (void)h; /* still live */
+  pthread_exit(NULL);
+}
+
 static double exit_worst_latency, exit_worst_total;
 
 static void exit_run(const char *kind, unsigned ms, int arg, int want)
@@ -670,6 +695,9 @@ static void part_exit(void)
   for (size_t k = 0; k < sizeof sl / sizeof sl[0]; k++)
     exit_run("exit-return", sl[k] * delay_ms() / 50, 10 + (int)k, 10 + (int)k);
   for (size_t k = 0; k < 2; k++) exit_run("exit-pthread", sl[k * 2] * delay_ms() / 50, 0, 0);
+  /* The purge thread idle, with nothing to purge, for 0 and 1.5 s. */
+  exit_run("exit-pthread-idle", 0, 0, 0);
+  exit_run("exit-pthread-idle", 1500, 0, 0);
   printf("exit: worst %.1f ms from exit()/return to the end of the process, worst %.0f ms in all\n",
          exit_worst_latency, exit_worst_total);
 }
@@ -681,6 +709,7 @@ int main(int argc, char **argv)
   if (argc > 1 && strcmp(argv[1], "exit-thread") == 0) return child_exit_thread(argc, argv);
   if (argc > 1 && strcmp(argv[1], "exit-return") == 0) return child_exit_return(argc, argv);
   if (argc > 1 && strcmp(argv[1], "exit-pthread") == 0) return child_exit_pthread(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "exit-pthread-idle") == 0) return child_exit_pthread_idle(argc, argv);
 
   const char *part = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
   int is_fork = strcmp(part, "fork") == 0;
@@ -688,6 +717,7 @@ int main(int argc, char **argv)
   g_rounds = (unsigned)test_param(argc, argv, "rounds", NULL, 2);
   g_forks = (unsigned)test_param(argc, argv, "forks", NULL, 5);
   g_steps = test_param(argc, argv, "steps", NULL, 200000);
+  g_hold_ms = (unsigned)test_param(argc, argv, "hold-ms", NULL, 0);
   /* warm up: the allocator's start-up state and stdio's buffer are part of the baseline */
   void *w = malloc(100);
   free(w);
