@@ -155,9 +155,21 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
 }
 
 static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
-  /* A warm (dirty) slab first: its pages are resident. */
+  /* A warm (dirty) slab first: its pages are resident. Of those, the one
+   * that last held this class: a slab keeps resident every page any class
+   * ever carved in it, so one that cycled through the classes of thread
+   * after thread ends up wholly resident, however little each class needs
+   * of it (bench_thread_churn: peak RSS 7.5 -> 5.5 MiB). Kept to one class,
+   * it holds about that class's largest working set. */
   uint64_t warm = ss->free_mask & ss->dirty_mask;
   unsigned idx = (unsigned)__builtin_ctzll(warm ? warm : ss->free_mask);
+  for (uint64_t m = warm; m != 0; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    if (ss->slabs[i].cls == cls) {
+      idx = i;
+      break;
+    }
+  }
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   if (ss->free_mask == 0) {
