@@ -13,8 +13,19 @@ uint8_t sc_mid_class[SC_MID_MAX >> 8];
 
 static uint32_t sc_size_of_class(unsigned c) {
   if (c < 8) return 16u * (c + 1);
+  /* Classes 28..35 are 4.5, 5, .., 8 KiB (SC_FINE_EXTRA): eight steps of
+   * 512 B. */
+  if (c >= 28 && c < 28 + 2 * SC_FINE_EXTRA) return 4096u + 512u * (c - 27);
+  if (c >= 28 + 2 * SC_FINE_EXTRA) c -= SC_FINE_EXTRA;
   unsigned b = 7 + (c - 8) / 4, sub = (c - 8) % 4;
   return (uint32_t)((5u + sub) << (b - 2));
+}
+
+/* The smallest class holding size (tables are built once; a search). */
+static unsigned sc_search(size_t size) {
+  unsigned c = 0;
+  while (sc_size[c] < size) c++;
+  return c;
 }
 
 void sc_init(size_t refill_bytes) {
@@ -30,7 +41,7 @@ void sc_init(size_t refill_bytes) {
   }
   for (unsigned i = 0; i < HAK_DIRECT_N - 1; i++) {
     size_t size = (size_t)i * 16; /* largest size falling in bucket i */
-    unsigned c = size <= 128 ? (i == 0 ? 0 : i - 1) : sc_of_arith(size);
+    unsigned c = i == 0 ? 0 : sc_search(size);
     sc_bucket_class[i] = (uint8_t)c;
     if (sc_bucket_lo[c] > sc_bucket_hi[c]) sc_bucket_lo[c] = (uint8_t)i;
     sc_bucket_hi[c] = (uint8_t)i;
@@ -39,5 +50,5 @@ void sc_init(size_t refill_bytes) {
   /* Bucket i holds sizes 256*i+1 .. 256*(i+1); buckets 0..3 (up to 1 KiB)
    * are never used. */
   for (unsigned i = HAK_FAST_MAX >> 8; i < (SC_MID_MAX >> 8); i++)
-    sc_mid_class[i] = (uint8_t)sc_of_arith(((size_t)i << 8) + 1);
+    sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << 8) + 1);
 }
