@@ -429,7 +429,7 @@ void *alloc_pvalloc(size_t size) {
 void alloc_collect(bool force) {
   init_ensure();
   if (opt.force_libc) return;
-  heap_drain_self(); /* blocks other threads freed into ours can go too */
+  heap_drain_self(force); /* blocks other threads freed into ours can go too */
   heap_exit_release(); /* and those freed into the shared exit heap's slabs */
   decay_collect_all(force);
 }

@@ -77,6 +77,7 @@ static void heap_reset(heap_t *h) {
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
+  h->cool_ms = UINT64_MAX;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
 #if HEAP_XC_ENABLE
@@ -146,6 +147,10 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
+  /* The first slab of a class whose free blocks can cool: from now on the
+   * pass over them is due every purge delay (heap_maintain). */
+  if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_COOL_MIN && s != &heap_empty_slab)
+    h->cool_ms = os_now_ms() + opt.purge_delay_ms;
   if (h->batch != NULL && s != &heap_empty_slab) s = &h->batch[cls];
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
@@ -197,7 +202,7 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
     ss_slab_collect(s);
     if (s->used == 0) {
       heap_release_slab(h, s);
-    } else if (s->free != NULL || s->carved < s->capacity) {
+    } else if (s->free != NULL || s->cold != NULL || s->carved < s->capacity) {
       heap_list_push(h, HEAP_PARTIAL, s);
     } else if (!remote_mark_full(s, h)) {
       ss_slab_collect(s);
@@ -336,23 +341,36 @@ static void heap_maintain(heap_t *h) {
       h->sweep_gap *= 2;
     h->sweep_tick = h->tick + h->sweep_gap;
   }
-  if (atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) != UINT64_MAX) {
+  uint64_t due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+  if (due != UINT64_MAX || h->cool_ms != UINT64_MAX) {
     uint64_t now = os_now_ms();
-    if (now >= atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed)) {
+    if (now >= due) {
       pthread_mutex_lock(&h->lock);
       decay_count(heap_purge(h, now, false));
       pthread_mutex_unlock(&h->lock);
     }
+    if (now >= h->cool_ms) {
+      decay_count(heap_cool(h, false));
+      h->cool_ms = now + opt.purge_delay_ms;
+    }
   }
 }
 
-void heap_drain_self(void) {
+void heap_drain_self(bool force) {
   heap_t *self = heap_front.self;
   if (self == NULL) return;
   heap_xc_flush(self);
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
   heap_sweep_waiting(self);
+  /* Our free blocks of large classes (only the owner can reach them):
+   * all of them, or the pass if it is due. */
+  if (self->cool_ms == UINT64_MAX) return;
+  uint64_t now = os_now_ms();
+  if (force || now >= self->cool_ms) {
+    decay_count(heap_cool(self, force));
+    self->cool_ms = now + opt.purge_delay_ms;
+  }
 }
 
 /* decay's slot for the heaps. The exit heap is not purged but emptied:
@@ -405,6 +423,11 @@ static void heap_list_corrupt(slab_t *s) {
  * touching new memory), then fresh blocks. False if s has none left. */
 static bool heap_slab_refill(slab_t *s) {
   if (ss_slab_collect(s) != 0) return true;
+  if (s->cold != NULL) { /* decommitted past their first page: reused before fresh ones */
+    s->free = s->cold;
+    s->cold = NULL;
+    return true;
+  }
   if (s->carved < s->capacity) {
     ss_slab_carve(s);
     return true;
@@ -413,7 +436,7 @@ static bool heap_slab_refill(slab_t *s) {
 }
 
 /* Does a waiting slab have blocks again (freed by us or by others)? */
-static bool heap_slab_ready(slab_t *s) { return s->free != NULL || remote_has_frees(s); }
+static bool heap_slab_ready(slab_t *s) { return s->free != NULL || s->cold != NULL || remote_has_frees(s); }
 
 /* The next slab for class cls once the current one is exhausted: a waiting
  * slab that got blocks back (oldest first), a partial one; else the waiting

@@ -105,6 +105,11 @@ typedef struct heap {
   uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */
+  /* The pass over the free lists of classes of SLAB_COOL_MIN and more
+   * (heap_cool): when it is next due (UINT64_MAX: no such slab yet), and
+   * its count, which the tags of the blocks it saw free carry. */
+  uint64_t cool_ms;
+  uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
   struct heap *all_next;         /* every heap ever made (never freed) */
@@ -186,8 +191,10 @@ void heap_slab_emptied(heap_t *h, slab_t *s);
  * (if not NULL) becomes the earliest time more memory becomes due
  * (UINT64_MAX: none). */
 size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_due);
-/* Take in what other threads freed into the calling thread's full slabs. */
-void heap_drain_self(void);
+/* Take in what other threads freed into the calling thread's full slabs,
+ * and give back the pages of its free blocks of large classes idle for
+ * the purge delay (all of them if force). */
+void heap_drain_self(bool force);
 /* Resident bytes of free slabs over every heap (a racy sum, statistics);
  * *max_one: the most one heap holds, *heaps: how many hold any. */
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps);

@@ -26,7 +26,7 @@ void slab_check(const heap_t *h, const slab_t *s) {
   HEAP_CHECK(s->span == (uint64_t)s->capacity * s->bsize && s->bsize == sc_size[s->cls]);
   HEAP_CHECK(ss_of(s->area) == ss_of(s) && s->capacity > 0);
   /* Every block on the free list lies in the area and starts a block; the
-   * list holds exactly the carved blocks not in use. */
+   * and cold lists hold exactly the carved blocks not in use. */
   unsigned n = 0;
   for (const block_t *b = s->free; b != NULL; b = blk_next(b)) {
     /* A link outside the area was overwritten by the program (a use after
@@ -36,8 +36,15 @@ void slab_check(const heap_t *h, const slab_t *s) {
     HEAP_CHECK(slab_is_block_start(s, b));
     n++;
   }
+  /* And the cold list (blocks whose pages past the first went back). */
+  for (const block_t *b = s->cold; b != NULL; b = blk_next(b)) {
+    if (!slab_holds(s, b)) return;
+    HEAP_CHECK(n < s->carved && s->bsize >= SLAB_COOL_MIN);
+    HEAP_CHECK(slab_is_block_start(s, b));
+    n++;
+  }
   HEAP_CHECK(n == (unsigned)(s->carved - s->used));
-  if (owner & OWNER_FULL) HEAP_CHECK(s->free == NULL && s->carved == s->capacity);
+  if (owner & OWNER_FULL) HEAP_CHECK(s->free == NULL && s->cold == NULL && s->carved == s->capacity);
 }
 
 void heap_check(heap_t *h) {

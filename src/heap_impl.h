@@ -86,6 +86,12 @@ void heap_release_slab_locked(heap_t *h, slab_t *s);
  * free superslabs idle that long (everything idle if force). Under
  * h->lock. Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force);
+/* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
+ * free at the previous pass too (a purge delay ago: the pass runs at most
+ * that often), or all of them if force, give their pages past the first
+ * back and move to their slab's cold list. Returns the bytes decommitted.
+ * Owner thread only (free lists are its). */
+size_t heap_cool(heap_t *h, bool force);
 /* Waiting slabs of h whose blocks all came back go to their superslab.
  * Returns whether any block came back. Owner thread. */
 bool heap_sweep_waiting(heap_t *h);

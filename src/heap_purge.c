@@ -13,7 +13,8 @@
  * the page level of a heap is touched only under its lock; the walks only
  * read (racy sums: heap structs are never unmapped).
  * May call: superslab (slab free, purge, release), decay (idle memory
- * reports), os (the clock), options; nothing of heap.c.
+ * reports), os (the clock, decommit), options, sizeclass (which classes
+ * cool); nothing of heap.c.
  */
 #include "heap_impl.h"
 #include "decay.h"
@@ -22,6 +23,7 @@
 #include "options.h"
 #include "os.h"
 #include "remote.h"
+#include "sizeclass.h"
 #include "superslab.h"
 
 #include <pthread.h>
@@ -79,6 +81,66 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
   }
   atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
   return purged;
+}
+
+/* ---- free blocks of large classes ----------------------------------------- */
+
+/* A slab in use keeps its free blocks resident, and for large classes
+ * that is most of what a program frees: a 4 MiB slab of 896 KiB blocks
+ * stays resident whole while one of them lives (ruby: 21 MiB of such free
+ * blocks at its peak). So a free block of SLAB_COOL_MIN or more that
+ * stays free for a purge delay gives back its pages past the first (which
+ * keeps the link, so the free list is not touched) and waits on the
+ * slab's cold list; a refill takes the cold blocks after the free list
+ * and the remote frees, before carving fresh ones. Nothing in the hit
+ * paths knows: "free a purge delay ago too" is the tag a pass leaves in
+ * the block's third word (unused by the free-list format), which the next
+ * pass finds again only if the block was not handed out meanwhile. A tag
+ * the program left in a block it got and freed again between two passes
+ * (or data equal to it, a chance of 2^-64) only decommits a free block
+ * early. */
+static uintptr_t heap_cool_tag(const block_t *b, uint32_t epoch) {
+  return ss_secret ^ (uintptr_t)b ^ ((uintptr_t)epoch * (uintptr_t)0x9E3779B97F4A7C15ull);
+}
+
+static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
+  size_t page = os_page_size, total = 0;
+  block_t *prev = NULL, *b = s->free;
+  while (b != NULL && slab_holds(s, b)) { /* an overwritten link: the pop reports it */
+    block_t *next = blk_next(b);
+    uintptr_t *tag = (uintptr_t *)b + 2;
+    if (force || ANN_FREE_READ(*tag) == heap_cool_tag(b, epoch - 1)) {
+      if (prev != NULL)
+        blk_set_next(prev, next);
+      else
+        s->free = next;
+      uintptr_t lo = align_up((uintptr_t)b + 3 * sizeof(uintptr_t), page);
+      uintptr_t hi = ((uintptr_t)b + s->bsize) & ~(uintptr_t)(page - 1);
+      if (hi > lo) {
+        os_decommit((void *)lo, hi - lo);
+        total += hi - lo;
+      }
+      blk_set_next(b, s->cold);
+      s->cold = b;
+    } else {
+      ANN_FREE_WRITE(*tag, heap_cool_tag(b, epoch));
+      prev = b;
+    }
+    b = next;
+  }
+  return total;
+}
+
+size_t heap_cool(heap_t *h, bool force) {
+  uint32_t epoch = ++h->cool_epoch;
+  size_t total = 0;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    if (sc_size[c] < SLAB_COOL_MIN) continue;
+    total += heap_cool_slab(h->cur[c], epoch, force); /* the empty sentinel's list is empty */
+    for (unsigned l = 0; l < 2; l++)
+      for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force);
+  }
+  return total;
 }
 
 /* Waiting slabs whose blocks all came back (freed by other threads) go to

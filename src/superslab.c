@@ -72,6 +72,7 @@ static void ss_header_init(superslab_t *ss, unsigned kind) {
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     s->index = i;
     s->free = NULL;
+    s->cold = NULL;
       s->used = 0;
     s->span = 0;
   }
@@ -283,6 +284,7 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   ss->free_mask &= ~bit;
   ss->dirty_mask &= ~bit;
   s->free = NULL;
+  s->cold = NULL;
   s->used = 0;
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);
@@ -344,6 +346,7 @@ void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
   uint64_t bit = (uint64_t)1 << s->index;
   atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
   s->free = NULL;
+  s->cold = NULL;
   s->next = NULL;
   s->freed_ms = now_ms;
   ss->free_mask |= bit;

@@ -82,7 +82,12 @@ typedef struct slab {
     struct slab *prev;        /* in use: slab list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
-  uint8_t pad1[24];
+  /* Free blocks of a class of SLAB_COOL_MIN or more that stayed free a
+   * purge delay: their pages past the first are decommitted (the first
+   * holds the link). Linked like `free`; owner only; a refill takes them
+   * once `free` and the remote frees run out, before carving. */
+  block_t *cold;
+  uint8_t pad1[16];
   /* Second line: what a free from another thread reads (the owner word and
    * the geometry), written only when the slab changes hands or is marked
    * full. On the first line it shared a cache line with `free` and `used`,
@@ -213,6 +218,11 @@ HAK_INLINE bool slab_hit_is_block_start(const slab_t *s, const void *p) {
   return true;
 #endif
 }
+
+/* Block size from which free blocks idle for the purge delay give their
+ * pages back while the slab stays in use (slab_t.cold): four pages and
+ * more, where a block's pages past its first are worth a system call. */
+#define SLAB_COOL_MIN ((uint32_t)16384)
 
 /* A superslab's kind: the slab size a class asks for (sc_kind). */
 enum { SS_KIND_SMALL = SC_KIND_SMALL, SS_KIND_MEDIUM = SC_KIND_MEDIUM, SS_KIND_BIG = SC_KIND_BIG, SS_KINDS = 3 };

@@ -1,0 +1,177 @@
+/*
+ * test_cool.c — free blocks of large classes give their pages back while
+ * their slab stays in use (issue 18: page-level decommit inside slabs in
+ * use; heap_purge.c's heap_cool, a slab's cold list).
+ *
+ *   test_cool PART    parts: collect refill content
+ *
+ * Run with HAKMEM_PURGE_DELAY_MS=50 and HAKMEM_BACKGROUND_THREAD=0 (nothing
+ * but the owner thread may touch the free lists). Each part allocates 24
+ * blocks of 896 KiB (three to a 4 MiB slab) and writes every page, then
+ * frees two of every three: each slab keeps one live block, so no slab
+ * becomes free and only the cold lists can give the 14 MiB back.
+ * collect   hak_collect(0) right away gives back nothing (the blocks have
+ *           not been free a purge delay); after the delay, two more (the
+ *           first pass tags the blocks, the next one a delay later finds
+ *           them still free) must bring RSS down by at least half of the
+ *           freed bytes; hak_collect(1) gives the rest at once.
+ * refill    no hak_collect: the thread keeps allocating small blocks (a few
+ *           refills every 5 ms, what runs the pass) for up to 5 s; RSS must
+ *           fall by at least half of the freed bytes.
+ * content   after a forced collection, the cooled blocks come back (the
+ *           class's next allocations) intact as blocks: written whole and
+ *           read back, calloc of them reads zero, and the live blocks kept
+ *           their contents throughout.
+ * Every figure is printed, on success too.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define NBLK 24
+#define BSZ ((size_t)896 << 10)
+#define MiB ((size_t)1 << 20)
+
+static void *blk[NBLK];
+
+static void sleep_ms(unsigned ms)
+{
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static double mib(size_t x) { return (double)x / MiB; }
+
+static void fill(void *p, size_t n, unsigned char v) { memset(p, v, n); }
+
+static int check_fill(const unsigned char *p, size_t n, unsigned char v)
+{
+  for (size_t i = 0; i < n; i += 512)
+    if (p[i] != v) return 0;
+  return p[n - 1] == v;
+}
+
+/* Allocate and write the blocks, free two of every three; returns the RSS
+ * right after the frees. */
+static size_t setup(size_t *freed)
+{
+  for (int i = 0; i < NBLK; i++) {
+    blk[i] = malloc(BSZ);
+    CHECK(blk[i] != NULL, "malloc(%zu)", BSZ);
+    fill(blk[i], BSZ, (unsigned char)(i + 1));
+  }
+  size_t before = tu_rss_bytes();
+  *freed = 0;
+  for (int i = 0; i < NBLK; i++)
+    if (i % 3 != 0) {
+      free(blk[i]);
+      blk[i] = NULL;
+      *freed += BSZ;
+    }
+  size_t after = tu_rss_bytes();
+  printf("setup: %d blocks of %zu KiB written, %zu MiB freed (one live block per slab); RSS %.1f -> %.1f MiB\n",
+         NBLK, BSZ >> 10, *freed >> 20, mib(before), mib(after));
+  CHECK(after + *freed / 2 > before, "RSS fell by more than half the freed bytes at the frees themselves");
+  return after;
+}
+
+static void check_live(void)
+{
+  for (int i = 0; i < NBLK; i += 3)
+    CHECK(check_fill(blk[i], BSZ, (unsigned char)(i + 1)), "live block %d lost its contents", i);
+}
+
+static void part_collect(void)
+{
+  size_t freed, base = setup(&freed);
+  hak_collect(0);
+  size_t r0 = tu_rss_bytes();
+  printf("collect: hak_collect(0) at once: RSS %.1f MiB\n", mib(r0));
+  CHECK(r0 + freed / 2 > base, "hak_collect(0) gave back blocks freed less than a purge delay ago");
+  sleep_ms(120);
+  hak_collect(0);
+  sleep_ms(120);
+  hak_collect(0);
+  size_t r1 = tu_rss_bytes();
+  printf("collect: after two purge delays and hak_collect(0): RSS %.1f MiB (%+.1f MiB, want <= -%.1f)\n", mib(r1),
+         mib(r1) - mib(base), mib(freed / 2));
+  CHECK(base > r1 && base - r1 >= freed / 2, "free blocks of slabs in use kept their pages: RSS %.1f -> %.1f MiB",
+        mib(base), mib(r1));
+  check_live();
+  hak_collect(1);
+  printf("collect: hak_collect(1): RSS %.1f MiB\n", mib(tu_rss_bytes()));
+  check_live();
+}
+
+static void part_refill(void)
+{
+  size_t freed, base = setup(&freed);
+  enum { KEEP = 20000 };
+  static void *keep[KEEP];
+  size_t nk = 0, r = base;
+  double waited = 0;
+  for (int round = 0; round < 1000; round++) {
+    /* a few carve refills of a small class: what runs the pass */
+    for (int k = 0; k < 20 && nk < KEEP; k++) {
+      keep[nk] = malloc(100);
+      CHECK(keep[nk] != NULL, "malloc(100)");
+      nk++;
+    }
+    sleep_ms(5);
+    waited += 5;
+    r = tu_rss_bytes();
+    if (base > r && base - r >= freed / 2) break;
+  }
+  printf("refill: RSS %.1f -> %.1f MiB after %.0f ms of small allocations (%zu blocks kept; want >= %.1f MiB back)\n",
+         mib(base), mib(r), waited, nk, mib(freed / 2));
+  CHECK(base > r && base - r >= freed / 2, "the refills never gave back the free blocks' pages: RSS %.1f -> %.1f MiB",
+        mib(base), mib(r));
+  check_live();
+  for (size_t i = 0; i < nk; i++) free(keep[i]);
+}
+
+static void part_content(void)
+{
+  size_t freed;
+  setup(&freed);
+  hak_collect(1); /* every free block of the class goes cold */
+  size_t r0 = tu_rss_bytes();
+  void *again[NBLK];
+  int n = 0;
+  for (int i = 0; i < NBLK; i++)
+    if (blk[i] == NULL) {
+      again[n] = (n & 1) ? calloc(1, BSZ) : malloc(BSZ);
+      CHECK(again[n] != NULL, "allocation %d", n);
+      if (n & 1) CHECK(check_fill(again[n], BSZ, 0), "calloc of a cooled block is not zero");
+      fill(again[n], BSZ, (unsigned char)(0x80 + n));
+      n++;
+    }
+  for (int i = 0; i < n; i++)
+    CHECK(check_fill(again[i], BSZ, (unsigned char)(0x80 + i)), "reused block %d lost what was written", i);
+  check_live();
+  printf("content: %d cooled blocks handed out again (RSS %.1f -> %.1f MiB), written and read back; calloc zero\n", n,
+         mib(r0), mib(tu_rss_bytes()));
+  for (int i = 0; i < n; i++) free(again[i]);
+}
+
+int main(int argc, char **argv)
+{
+  const char *part = argc > 1 ? argv[1] : "";
+  void *w = malloc(100); /* start-up state in the baseline */
+  free(w);
+  if (!strcmp(part, "collect"))
+    part_collect();
+  else if (!strcmp(part, "refill"))
+    part_refill();
+  else if (!strcmp(part, "content"))
+    part_content();
+  else
+    CHECK(0, "unknown part '%s' (collect refill content)", part);
+  printf("test_cool %s: passed\n", part);
+  return 0;
+}
