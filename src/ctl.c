@@ -52,22 +52,26 @@ static const size_t ctl_stats_off[] = {
     HAK_STATS_FIELDS_V1(CTL_OFF_) HAK_STATS_FIELDS_V2(CTL_OFF_) HAK_STATS_FIELDS_V3(CTL_OFF_)
 #undef CTL_OFF_
 };
-static const char *const ctl_stats_name[] = {
-#define CTL_NAME_(name, text) #name,
-    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_)
+/* The names, one after the other, each ended by its NUL: no pointer, so
+ * nothing here for the loader to relocate (and no written page). */
+#define CTL_NAME_(name, text) #name "\0"
+static const char ctl_stats_names[] =
+    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_);
+static const char ctl_class_names[] = HAK_CLASS_STATS_FIELDS(CTL_NAME_);
 #undef CTL_NAME_
-};
 static const size_t ctl_class_off[] = {
 #define CTL_OFF_(name, text) offsetof(struct hak_class_stats, name),
     HAK_CLASS_STATS_FIELDS(CTL_OFF_)
 #undef CTL_OFF_
 };
-static const char *const ctl_class_name[] = {
-#define CTL_NAME_(name, text) #name,
-    HAK_CLASS_STATS_FIELDS(CTL_NAME_)
-#undef CTL_NAME_
-};
 #define CTL_NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The index of name among the n names of list, n if it is not there. */
+static size_t ctl_find(const char *list, size_t n, const char *name) {
+  size_t f = 0;
+  for (const char *p = list; f < n && strcmp(p, name) != 0; p += strlen(p) + 1) f++;
+  return f;
+}
 
 /* "stats.*": one snapshot per call. The struct is 3 KiB, too much for the
  * stack of a small thread on every read, and reads are rare: a static
@@ -84,14 +88,12 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
     char *end;
     unsigned long i = strtoul(name + 8, &end, 10);
     if (end == name + 8 || *end != '.' || i >= HAK_STATS_CLASSES) return ENOENT;
-    size_t f = 0;
-    while (f < CTL_NELEM(ctl_class_name) && strcmp(end + 1, ctl_class_name[f]) != 0) f++;
-    if (f == CTL_NELEM(ctl_class_name)) return ENOENT;
+    size_t f = ctl_find(ctl_class_names, CTL_NELEM(ctl_class_off), end + 1);
+    if (f == CTL_NELEM(ctl_class_off)) return ENOENT;
     off = offsetof(struct hak_stats, classes) + i * sizeof(struct hak_class_stats) + ctl_class_off[f];
   } else {
-    size_t f = 0;
-    while (f < CTL_NELEM(ctl_stats_name) && strcmp(name, ctl_stats_name[f]) != 0) f++;
-    if (f == CTL_NELEM(ctl_stats_name)) return ENOENT;
+    size_t f = ctl_find(ctl_stats_names, CTL_NELEM(ctl_stats_off), name);
+    if (f == CTL_NELEM(ctl_stats_off)) return ENOENT;
     off = ctl_stats_off[f];
   }
   if (oldp == NULL) return ctl_out(NULL, oldlenp, NULL, len);
