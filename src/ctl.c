@@ -78,7 +78,7 @@ static size_t ctl_find(const char *list, size_t n, const char *name) {
  * buffer under a lock. */
 static pthread_mutex_t ctl_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
-  static struct hak_stats st;
+  static struct hak_stats st HAK_BSS_BIG;
   const void *src = NULL;
   size_t len = sizeof(size_t), off = 0;
   unsigned u;
@@ -190,7 +190,7 @@ static void ctl_on_signal(int sig) {
  * underneath (moved away) is recreated instead of written into the old
  * inode; without STATS_FILE the report goes where the exit report does. */
 static void ctl_write_report(void) {
-  static char buf[32768];
+  static char buf[32768] HAK_BSS_BIG;
   stats_format_ex(buf, sizeof buf, true);
   if (opt.stats_file != NULL) {
     int fd = open(opt.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -231,7 +231,7 @@ static void *ctl_thread(void *arg) {
   return NULL;
 }
 
-static void ctl_start(void) {
+static HAK_TEXT_HOT void ctl_start(void) {
   if (opt.force_libc) return;
   static const int sigs[] = {0, SIGUSR1, SIGHUP, SIGWINCH}; /* HAK_SIG_* order */
   bool want = opt.stats_interval_ms != 0 || opt.stats_signal != HAK_SIG_OFF ||
@@ -265,9 +265,9 @@ static void ctl_start(void) {
  * across it, before the profiler's and the allocator's (stats_get takes
  * those under it). The child has no report thread: periodic reports and
  * time-based dumps stop there. */
-static void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
-static void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
-static void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
 
 static const init_upper_t ctl_upper = {ctl_start, ctl_fork_prepare, ctl_fork_parent, ctl_fork_child};
-void ctl_register(void) { init_register_upper(&ctl_upper); }
+HAK_TEXT_HOT void ctl_register(void) { init_register_upper(&ctl_upper); }

@@ -17,15 +17,16 @@ extern char **environ;
 options_t opt = {OPTIONS_LIST(OPT_DEFAULT_)};
 /* A second copy of the defaults: the documentation quotes them after opt
  * has been overwritten by the environment. */
-static const options_t opt_defaults = {OPTIONS_LIST(OPT_DEFAULT_)};
+static const options_t opt_defaults HAK_RODATA_COLD = {OPTIONS_LIST(OPT_DEFAULT_)};
 #undef OPT_DEFAULT_
 
 typedef enum { OPT_BOOL, OPT_UINT, OPT_SIZE, OPT_CHOICE, OPT_STR } opt_kind_t;
 
 /* The table holds no pointer: its strings are members of one object each,
  * found by offset, so the loader relocates nothing here and writes no page
- * for it. The names are read by every start-up, the help texts only by the
- * documentation. */
+ * for it. The names, read by every start-up, lie with the allocator's
+ * read-only data; the help texts, read only by the documentation, apart
+ * from them (HAK_RODATA_COLD, src/layout.ld). */
 #define OPT_STR_MEMBERS_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
   char name_##field[sizeof #NAME];                                                   \
   char field_##field[sizeof #field];                                                 \
@@ -41,7 +42,7 @@ static const struct opt_strs {
 #define OPT_HELP_VALUES_(NAME, field, KIND, type, def, choices, min, max, unset, help) help,
 static const struct opt_helps {
   OPTIONS_LIST(OPT_HELP_MEMBERS_)
-} opt_helps = {OPTIONS_LIST(OPT_HELP_VALUES_)};
+} opt_helps HAK_RODATA_COLD = {OPTIONS_LIST(OPT_HELP_VALUES_)};
 #undef OPT_STR_MEMBERS_
 #undef OPT_STR_VALUES_
 #undef OPT_HELP_MEMBERS_
@@ -186,7 +187,7 @@ static bool opt_parse(const opt_desc_t *d, const char *v) {
 }
 
 /* Copy the idx-th word of a '|'-separated list into buf. */
-static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap) {
+static HAK_TEXT_COLD void opt_choice_word(const char *choices, int idx, char *buf, size_t cap) {
   const char *c = choices;
   for (int i = 0; i < idx && c; i++) {
     c = strchr(c, '|');
@@ -204,7 +205,7 @@ static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap)
 
 /* Sizes print as 4K, 256M, 1G when they are whole multiples, the way the
  * documentation and a user would write them. */
-static char *opt_fmt_size(char *p, uint64_t x) {
+static HAK_TEXT_COLD char *opt_fmt_size(char *p, uint64_t x) {
   static const char suffix[] = "KMGT";
   int s = -1;
   while (x != 0 && x % 1024 == 0 && s < 2) x /= 1024, s++; /* G at most: the parser takes no T */
@@ -215,7 +216,8 @@ static char *opt_fmt_size(char *p, uint64_t x) {
 }
 
 /* The value of d in snapshot o as text, in buf (cap >= 32). */
-static const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *buf, size_t cap) {
+static HAK_TEXT_COLD const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *buf,
+                                                size_t cap) {
   const void *t = opt_at(o, d);
   switch (d->kind) {
     case OPT_BOOL: return *(const bool *)t ? "1" : "0";
@@ -229,7 +231,7 @@ static const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *
 
 /* What a valid value looks like, for the error message and the
  * documentation's "values" column (buf: at least 96 bytes). */
-static const char *opt_expect(const opt_desc_t *d, char *buf) {
+static HAK_TEXT_COLD const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
     case OPT_CHOICE: return opt_choices(d);
@@ -270,7 +272,7 @@ static void opt_apply_preset(int preset) {
 
 /* env_name is the name the user wrote (it differs from d's name for the
  * deprecated alias), so the message points at the variable actually set. */
-static void opt_invalid(const opt_desc_t *d, const char *env_name, const char *v) {
+static HAK_TEXT_COLD void opt_invalid(const opt_desc_t *d, const char *env_name, const char *v) {
   char exp[96], val[64];
   os_write_err("hakmem: HAKMEM_");
   os_write_err(env_name);
@@ -294,7 +296,7 @@ static const opt_desc_t *opt_by_field(const char *field) {
 }
 
 /* HAKMEM_PROFILE, HAKMEM_PRESET's former name: the notices. */
-static void opt_profile_notice(bool preset_set) {
+static HAK_TEXT_COLD void opt_profile_notice(bool preset_set) {
   if (preset_set)
     os_write_err("hakmem: HAKMEM_PROFILE (deprecated) ignored: HAKMEM_PRESET is set\n");
   else
@@ -302,7 +304,7 @@ static void opt_profile_notice(bool preset_set) {
 }
 
 /* HAKMEM_VERBOSE=1: the build and every option in force. */
-static void opt_print_verbose(void) {
+static HAK_TEXT_COLD void opt_print_verbose(void) {
   char buf[64];
   os_write_err("hakmem: build: version " HAK_STR_VERSION);
   os_write_err(HAK_DEBUG ? ", debug" : ", release");
@@ -350,7 +352,7 @@ void options_init(void) {
   if (opt.verbose) opt_print_verbose();
 }
 
-int options_get(const char *field, void *oldp, size_t *oldlenp) {
+HAK_TEXT_COLD int options_get(const char *field, void *oldp, size_t *oldlenp) {
   const opt_desc_t *d = opt_by_field(field);
   if (d == NULL) return ENOENT;
   size_t len = 0;
@@ -376,7 +378,7 @@ int options_get(const char *field, void *oldp, size_t *oldlenp) {
 
 /* Defaults come from opt_defaults, never from opt: the page must not
  * depend on the environment of whoever regenerates it. */
-size_t options_doc(char *buf, size_t cap) {
+HAK_TEXT_COLD size_t options_doc(char *buf, size_t cap) {
   size_t n = 0;
 #define PUT(s)                                      \
   do {                                              \
