@@ -66,6 +66,9 @@ typedef struct opt_desc {
 static const opt_desc_t opt_table[] = {OPTIONS_LIST(OPT_ROW_)};
 #undef OPT_ROW_
 #define OPT_N (sizeof opt_table / sizeof opt_table[0])
+#define OPT_INDEX_(NAME, field, ...) OPT_INDEX_##field,
+enum { OPTIONS_LIST(OPT_INDEX_) };
+#undef OPT_INDEX_
 _Static_assert(sizeof(struct opt_strs) <= UINT16_MAX && sizeof(struct opt_helps) <= UINT16_MAX &&
                    sizeof(options_t) <= UINT16_MAX,
                "opt_desc_t's offsets are 16-bit");
@@ -79,6 +82,13 @@ static const char *opt_help(const opt_desc_t *d) { return (const char *)&opt_hel
 /* The value of d in the snapshot o (opt or opt_defaults). */
 static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
 
+/* The few words start-up reads besides the table, as named objects: every
+ * string literal of this file is an error message or documentation, which
+ * src/layout.ld places with the cold data (a compiler may merge a file's
+ * literals into one section, whoever reads them). */
+static const char opt_prefix[] = "HAKMEM_";
+static const char opt_profile_name[] = "PROFILE"; /* HAKMEM_PRESET's former name */
+
 /* getenv would do, but this runs inside the process's first malloc, and
  * reading environ directly makes it plain that nothing is allocated or
  * locked. The '=' check keeps HAKMEM_PROF from matching HAKMEM_PROF_FILE. */
@@ -87,7 +97,7 @@ static const char *opt_lookup(const char *name) {
   size_t n = strlen(name);
   for (char **e = environ; *e != NULL; e++) {
     const char *s = *e;
-    if (strncmp(s, "HAKMEM_", 7) == 0 && strncmp(s + 7, name, n) == 0 && s[7 + n] == '=')
+    if (strncmp(s, opt_prefix, 7) == 0 && strncmp(s + 7, name, n) == 0 && s[7 + n] == '=')
       return s + 8 + n;
   }
   return NULL;
@@ -289,7 +299,7 @@ static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *
   if (!opt_parse(d, v)) opt_invalid(d, env_name, v);
 }
 
-static const opt_desc_t *opt_by_field(const char *field) {
+static HAK_TEXT_COLD const opt_desc_t *opt_by_field(const char *field) {
   for (size_t i = 0; i < OPT_N; i++)
     if (strcmp(opt_field(&opt_table[i]), field) == 0) return &opt_table[i];
   return NULL;
@@ -330,13 +340,13 @@ void options_init(void) {
    * whatever their order in the environment. HAKMEM_PROFILE was its name
    * until it proved too easy to confuse with HAKMEM_PROF (the profiler);
    * it is honoured, with a notice, unless HAKMEM_PRESET is also set. */
-  const opt_desc_t *pd = opt_by_field("preset");
-  const char *v = opt_lookup("PRESET");
-  const char *vname = "PRESET";
-  if (v == NULL && (v = opt_lookup("PROFILE")) != NULL) {
-    vname = "PROFILE";
+  const opt_desc_t *pd = &opt_table[OPT_INDEX_preset];
+  const char *v = opt_lookup(opt_name(pd));
+  const char *vname = opt_name(pd);
+  if (v == NULL && (v = opt_lookup(opt_profile_name)) != NULL) {
+    vname = opt_profile_name;
     opt_profile_notice(false);
-  } else if (v != NULL && opt_lookup("PROFILE") != NULL) {
+  } else if (v != NULL && opt_lookup(opt_profile_name) != NULL) {
     opt_profile_notice(true);
   }
   if (v != NULL) {
