@@ -134,7 +134,10 @@ HAK_EXPORT size_t hak_usable_size(const void *p) { return front_usable_size(p); 
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
 
-HAK_EXPORT const char *hak_version(void) { return HAK_VERSION_STRING; }
+/* A named object, not a literal: src/layout.ld puts this file's literals
+ * with the cold data, and tools and benchmarks ask the version at start-up. */
+static const char api_version[] = HAK_VERSION_STRING;
+HAK_EXPORT const char *hak_version(void) { return api_version; }
 HAK_EXPORT HAK_TEXT_COLD int hak_stats_get(struct hak_stats *out) {
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
   init_ensure(); /* the class table is filled at start-up */

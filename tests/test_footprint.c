@@ -5,8 +5,9 @@
  *
  * A small program's worth of allocator calls first (100 mallocs of 16 B..
  * 1000 B written, calloc, realloc, aligned_alloc, C-level frees, a thread
- * that allocates and exits, a fork), then, from /proc/self/pagemap over the
- * library's PT_LOAD segments:
+ * that allocates and exits, a fork; then dladdr of malloc and hak_version(),
+ * as the benchmarks do), then, from /proc/self/pagemap over the library's
+ * PT_LOAD segments:
  *   - no page of the cold code, the warm code (large blocks, valloc, ...) or
  *     the cold read-only data is mapped (a function every process runs that
  *     lies among them maps up to 64 KiB: a cold file's start-up hook not
@@ -186,12 +187,16 @@ static int seg_of(uint64_t v) {
 
 int main(void) {
   workload();
+  /* What the benchmarks ask at start-up: which file malloc comes from, and
+   * hakmem's version. */
+  Dl_info info;
+  CHECK(dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) != 0 && info.dli_fname != NULL, "dladdr(malloc)");
+  const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hak_version");
+  CHECK(version != NULL && version()[0] != 0, "no hak_version");
   dl_iterate_phdr(find_lib, NULL);
   CHECK(nsegs > 0, "libhakmem is not loaded: run with LD_PRELOAD=.../libhakmem.so");
   count_resident();
 
-  const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hak_version");
-  CHECK(version != NULL, "no hak_version");
   read_lib();
   if (section(".text.hak_cold") == NULL) {
     printf("%s was linked without src/layout.ld: skipped\n", lib_path);
