@@ -134,13 +134,16 @@ HAK_EXPORT size_t hak_usable_size(const void *p) { return front_usable_size(p); 
 HAK_EXPORT int hak_owns(const void *p) { return p != NULL && ownmap_get(p) != OWN_NONE; }
 HAK_EXPORT void hak_collect(int force) { alloc_collect(force != 0); }
 
-HAK_EXPORT const char *hak_version(void) { return HAK_VERSION_STRING; }
-HAK_EXPORT int hak_stats_get(struct hak_stats *out) {
+/* A named object, not a literal: src/layout.ld puts this file's literals
+ * with the cold data, and tools and benchmarks ask the version at start-up. */
+static const char api_version[] = HAK_VERSION_STRING;
+HAK_EXPORT const char *hak_version(void) { return api_version; }
+HAK_EXPORT HAK_TEXT_COLD int hak_stats_get(struct hak_stats *out) {
   if (out == NULL || out->size < offsetof(struct hak_stats, classes)) return -1;
   init_ensure(); /* the class table is filled at start-up */
   return stats_get(out);
 }
-HAK_EXPORT void hak_stats_print(FILE *out) {
+HAK_EXPORT HAK_TEXT_COLD void hak_stats_print(FILE *out) {
   init_ensure();
   stats_print(out);
 }
@@ -186,9 +189,9 @@ HAK_ALIAS(cfree, hak_free);
 #include <malloc.h>
 /* A function, not an alias: glibc declares it without const. */
 HAK_EXPORT size_t malloc_usable_size(void *p) { return front_usable_size(p); }
-HAK_EXPORT void malloc_stats(void) { hak_stats_print(stderr); }
+HAK_EXPORT HAK_TEXT_COLD void malloc_stats(void) { hak_stats_print(stderr); }
 
-HAK_EXPORT struct mallinfo2 mallinfo2(void) {
+HAK_EXPORT HAK_TEXT_COLD struct mallinfo2 mallinfo2(void) {
   struct hak_stats st;
   st.size = sizeof st;
   hak_stats_get(&st);
@@ -203,7 +206,7 @@ HAK_EXPORT struct mallinfo2 mallinfo2(void) {
   return mi;
 }
 
-HAK_EXPORT struct mallinfo mallinfo(void) {
+HAK_EXPORT HAK_TEXT_COLD struct mallinfo mallinfo(void) {
   struct mallinfo2 m2 = mallinfo2();
   struct mallinfo mi;
   memset(&mi, 0, sizeof mi);
@@ -216,7 +219,7 @@ HAK_EXPORT struct mallinfo mallinfo(void) {
   return mi;
 }
 
-HAK_EXPORT int malloc_trim(size_t pad) {
+HAK_EXPORT HAK_TEXT_COLD int malloc_trim(size_t pad) {
   (void)pad;
   struct hak_stats before, after;
   before.size = after.size = sizeof before;
@@ -226,7 +229,7 @@ HAK_EXPORT int malloc_trim(size_t pad) {
   return after.purged_bytes > before.purged_bytes || after.mapped_bytes < before.mapped_bytes;
 }
 
-HAK_EXPORT int malloc_info(int options, FILE *fp) {
+HAK_EXPORT HAK_TEXT_COLD int malloc_info(int options, FILE *fp) {
   if (options != 0 || fp == NULL) {
     errno = EINVAL;
     return -1;

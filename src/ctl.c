@@ -52,29 +52,33 @@ static const size_t ctl_stats_off[] = {
     HAK_STATS_FIELDS_V1(CTL_OFF_) HAK_STATS_FIELDS_V2(CTL_OFF_) HAK_STATS_FIELDS_V3(CTL_OFF_)
 #undef CTL_OFF_
 };
-static const char *const ctl_stats_name[] = {
-#define CTL_NAME_(name, text) #name,
-    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_)
+/* The names, one after the other, each ended by its NUL: no pointer, so
+ * nothing here for the loader to relocate (and no written page). */
+#define CTL_NAME_(name, text) #name "\0"
+static const char ctl_stats_names[] =
+    HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_);
+static const char ctl_class_names[] = HAK_CLASS_STATS_FIELDS(CTL_NAME_);
 #undef CTL_NAME_
-};
 static const size_t ctl_class_off[] = {
 #define CTL_OFF_(name, text) offsetof(struct hak_class_stats, name),
     HAK_CLASS_STATS_FIELDS(CTL_OFF_)
 #undef CTL_OFF_
 };
-static const char *const ctl_class_name[] = {
-#define CTL_NAME_(name, text) #name,
-    HAK_CLASS_STATS_FIELDS(CTL_NAME_)
-#undef CTL_NAME_
-};
 #define CTL_NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The index of name among the n names of list, n if it is not there. */
+static size_t ctl_find(const char *list, size_t n, const char *name) {
+  size_t f = 0;
+  for (const char *p = list; f < n && strcmp(p, name) != 0; p += strlen(p) + 1) f++;
+  return f;
+}
 
 /* "stats.*": one snapshot per call. The struct is 3 KiB, too much for the
  * stack of a small thread on every read, and reads are rare: a static
  * buffer under a lock. */
 static pthread_mutex_t ctl_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
-  static struct hak_stats st;
+  static struct hak_stats st HAK_BSS_BIG;
   const void *src = NULL;
   size_t len = sizeof(size_t), off = 0;
   unsigned u;
@@ -84,14 +88,12 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
     char *end;
     unsigned long i = strtoul(name + 8, &end, 10);
     if (end == name + 8 || *end != '.' || i >= HAK_STATS_CLASSES) return ENOENT;
-    size_t f = 0;
-    while (f < CTL_NELEM(ctl_class_name) && strcmp(end + 1, ctl_class_name[f]) != 0) f++;
-    if (f == CTL_NELEM(ctl_class_name)) return ENOENT;
+    size_t f = ctl_find(ctl_class_names, CTL_NELEM(ctl_class_off), end + 1);
+    if (f == CTL_NELEM(ctl_class_off)) return ENOENT;
     off = offsetof(struct hak_stats, classes) + i * sizeof(struct hak_class_stats) + ctl_class_off[f];
   } else {
-    size_t f = 0;
-    while (f < CTL_NELEM(ctl_stats_name) && strcmp(name, ctl_stats_name[f]) != 0) f++;
-    if (f == CTL_NELEM(ctl_stats_name)) return ENOENT;
+    size_t f = ctl_find(ctl_stats_names, CTL_NELEM(ctl_stats_off), name);
+    if (f == CTL_NELEM(ctl_stats_off)) return ENOENT;
     off = ctl_stats_off[f];
   }
   if (oldp == NULL) return ctl_out(NULL, oldlenp, NULL, len);
@@ -188,7 +190,7 @@ static void ctl_on_signal(int sig) {
  * underneath (moved away) is recreated instead of written into the old
  * inode; without STATS_FILE the report goes where the exit report does. */
 static void ctl_write_report(void) {
-  static char buf[32768];
+  static char buf[32768] HAK_BSS_BIG;
   stats_format_ex(buf, sizeof buf, true);
   if (opt.stats_file != NULL) {
     int fd = open(opt.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -229,7 +231,7 @@ static void *ctl_thread(void *arg) {
   return NULL;
 }
 
-static void ctl_start(void) {
+static HAK_TEXT_HOT void ctl_start(void) {
   if (opt.force_libc) return;
   static const int sigs[] = {0, SIGUSR1, SIGHUP, SIGWINCH}; /* HAK_SIG_* order */
   bool want = opt.stats_interval_ms != 0 || opt.stats_signal != HAK_SIG_OFF ||
@@ -263,9 +265,9 @@ static void ctl_start(void) {
  * across it, before the profiler's and the allocator's (stats_get takes
  * those under it). The child has no report thread: periodic reports and
  * time-based dumps stop there. */
-static void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
-static void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
-static void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_prepare(void) { pthread_mutex_lock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_parent(void) { pthread_mutex_unlock(&ctl_stats_lock); }
+static HAK_TEXT_HOT void ctl_fork_child(void) { pthread_mutex_unlock(&ctl_stats_lock); }
 
 static const init_upper_t ctl_upper = {ctl_start, ctl_fork_prepare, ctl_fork_parent, ctl_fork_child};
-void ctl_register(void) { init_register_upper(&ctl_upper); }
+HAK_TEXT_HOT void ctl_register(void) { init_register_upper(&ctl_upper); }

@@ -24,6 +24,20 @@
  * compiled for speed (sizes above 1 KiB run through it). */
 #define HAK_SLOW        __attribute__((noinline, section(".text.unlikely.hakmem")))
 #define HAK_INLINE      static inline __attribute__((always_inline))
+/* Where code and data lie in libhakmem.so (src/layout.ld; the static
+ * libraries ignore it). The files every process runs (the allocator) are
+ * hot, the rest (statistics, hak_ctl, the profiler, the error report) cold:
+ * cold code and read-only data sit in pages a normal run never maps. These
+ * mark the exceptions: a function of a cold file that every process runs
+ * (start-up, exit, fork hooks), code or read-only data of a hot file that
+ * only a statistics call, a report or the documentation reaches, and
+ * zero-filled tables of a KiB or more, kept after the small globals so
+ * that those share one page. HAK_TEXT_COLD is never inlined (its code and
+ * strings would land in the hot caller) and is optimised for size. */
+#define HAK_TEXT_HOT    __attribute__((section(".text.hak_hot")))
+#define HAK_TEXT_COLD   __attribute__((cold, noinline, section(".text.hak_cold")))
+#define HAK_RODATA_COLD __attribute__((section(".rodata.hak_cold")))
+#define HAK_BSS_BIG     __attribute__((section(".bss.hak_big")))
 #define HAK_EXPORT      __attribute__((visibility("default")))
 #define HAK_TLS         __thread __attribute__((tls_model("initial-exec")))
 

@@ -15,32 +15,79 @@ extern char **environ;
 
 #define OPT_DEFAULT_(NAME, field, KIND, type, def, ...) .field = def,
 options_t opt = {OPTIONS_LIST(OPT_DEFAULT_)};
-/* A second copy of the defaults: the documentation and the error message
- * quote them after opt has been overwritten by the environment. */
-static const options_t opt_defaults = {OPTIONS_LIST(OPT_DEFAULT_)};
+/* A second copy of the defaults: the documentation quotes them after opt
+ * has been overwritten by the environment. */
+static const options_t opt_defaults HAK_RODATA_COLD = {OPTIONS_LIST(OPT_DEFAULT_)};
 #undef OPT_DEFAULT_
 
 typedef enum { OPT_BOOL, OPT_UINT, OPT_SIZE, OPT_CHOICE, OPT_STR } opt_kind_t;
 
+/* The table holds no pointer: its strings are members of one object each,
+ * found by offset, so the loader relocates nothing here and writes no page
+ * for it. The names, read by every start-up, lie with the allocator's
+ * read-only data; the help texts, read only by the documentation, apart
+ * from them (HAK_RODATA_COLD, src/layout.ld). */
+#define OPT_STR_MEMBERS_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
+  char name_##field[sizeof #NAME];                                                   \
+  char field_##field[sizeof #field];                                                 \
+  char choices_##field[sizeof choices];                                              \
+  char unset_##field[sizeof unset];
+#define OPT_STR_VALUES_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
+  #NAME, #field, choices, unset,
+static const struct opt_strs {
+  OPTIONS_LIST(OPT_STR_MEMBERS_)
+} opt_strs = {OPTIONS_LIST(OPT_STR_VALUES_)};
+#define OPT_HELP_MEMBERS_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
+  char help_##field[sizeof help];
+#define OPT_HELP_VALUES_(NAME, field, KIND, type, def, choices, min, max, unset, help) help,
+static const struct opt_helps {
+  OPTIONS_LIST(OPT_HELP_MEMBERS_)
+} opt_helps HAK_RODATA_COLD = {OPTIONS_LIST(OPT_HELP_VALUES_)};
+#undef OPT_STR_MEMBERS_
+#undef OPT_STR_VALUES_
+#undef OPT_HELP_MEMBERS_
+#undef OPT_HELP_VALUES_
+
 typedef struct opt_desc {
-  const char *name;    /* without the HAKMEM_ prefix */
-  const char *field;   /* the options_t member, the hak_ctl name after "opt." */
-  opt_kind_t kind;
-  size_t off;          /* offsetof(options_t, field) */
-  const char *choices; /* OPT_CHOICE: '|'-separated words, the index is stored */
-  uint64_t min, max;   /* OPT_UINT / OPT_SIZE range */
-  const char *unset;   /* OPT_STR: what a NULL value means */
-  const char *help;
+  uint16_t name;    /* in opt_strs: the variable without the HAKMEM_ prefix */
+  uint16_t field;   /* the options_t member, the hak_ctl name after "opt." */
+  uint16_t choices; /* OPT_CHOICE: '|'-separated words, the index is stored */
+  uint16_t unset;   /* OPT_STR: what a NULL value means */
+  uint16_t help;    /* in opt_helps */
+  uint16_t off;     /* offsetof(options_t, field) */
+  uint8_t kind;     /* opt_kind_t */
+  uint64_t min, max; /* OPT_UINT / OPT_SIZE range */
 } opt_desc_t;
 
-#define OPT_ROW_(NAME, field, KIND, type, def, choices, min, max, unset, help) \
-  {#NAME, #field, OPT_##KIND, offsetof(options_t, field), choices, min, max, unset, help},
+#define OPT_ROW_(NAME, field, KIND, type, def, choices, min, max, unset, help)                      \
+  {offsetof(struct opt_strs, name_##field), offsetof(struct opt_strs, field_##field),              \
+   offsetof(struct opt_strs, choices_##field), offsetof(struct opt_strs, unset_##field),           \
+   offsetof(struct opt_helps, help_##field), offsetof(options_t, field), OPT_##KIND, min, max},
 static const opt_desc_t opt_table[] = {OPTIONS_LIST(OPT_ROW_)};
 #undef OPT_ROW_
 #define OPT_N (sizeof opt_table / sizeof opt_table[0])
+#define OPT_INDEX_(NAME, field, ...) OPT_INDEX_##field,
+enum { OPTIONS_LIST(OPT_INDEX_) };
+#undef OPT_INDEX_
+_Static_assert(sizeof(struct opt_strs) <= UINT16_MAX && sizeof(struct opt_helps) <= UINT16_MAX &&
+                   sizeof(options_t) <= UINT16_MAX,
+               "opt_desc_t's offsets are 16-bit");
+
+static const char *opt_name(const opt_desc_t *d) { return (const char *)&opt_strs + d->name; }
+static const char *opt_field(const opt_desc_t *d) { return (const char *)&opt_strs + d->field; }
+static const char *opt_choices(const opt_desc_t *d) { return (const char *)&opt_strs + d->choices; }
+static const char *opt_unset(const opt_desc_t *d) { return (const char *)&opt_strs + d->unset; }
+static const char *opt_help(const opt_desc_t *d) { return (const char *)&opt_helps + d->help; }
 
 /* The value of d in the snapshot o (opt or opt_defaults). */
 static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
+
+/* The few words start-up reads besides the table, as named objects: every
+ * string literal of this file is an error message or documentation, which
+ * src/layout.ld places with the cold data (a compiler may merge a file's
+ * literals into one section, whoever reads them). */
+static const char opt_prefix[] = "HAKMEM_";
+static const char opt_profile_name[] = "PROFILE"; /* HAKMEM_PRESET's former name */
 
 /* getenv would do, but this runs inside the process's first malloc, and
  * reading environ directly makes it plain that nothing is allocated or
@@ -50,7 +97,7 @@ static const char *opt_lookup(const char *name) {
   size_t n = strlen(name);
   for (char **e = environ; *e != NULL; e++) {
     const char *s = *e;
-    if (strncmp(s, "HAKMEM_", 7) == 0 && strncmp(s + 7, name, n) == 0 && s[7 + n] == '=')
+    if (strncmp(s, opt_prefix, 7) == 0 && strncmp(s + 7, name, n) == 0 && s[7 + n] == '=')
       return s + 8 + n;
   }
   return NULL;
@@ -68,8 +115,8 @@ static bool word_eq(const char *a, const char *b, size_t blen) {
 }
 
 static bool parse_bool(const char *v, bool *out) {
-  static const char *yes[] = {"1", "true", "on", "yes"};
-  static const char *no[] = {"0", "false", "off", "no"};
+  static const char yes[][6] = {"1", "true", "on", "yes"};
+  static const char no[][6] = {"0", "false", "off", "no"};
   for (int i = 0; i < 4; i++) {
     if (word_eq(v, yes[i], strlen(yes[i]))) return *out = true, true;
     if (word_eq(v, no[i], strlen(no[i]))) return *out = false, true;
@@ -137,7 +184,7 @@ static bool opt_parse(const opt_desc_t *d, const char *v) {
       if (!parse_uint(v, true, &x) || x < d->min || x > d->max) return false;
       *(size_t *)t = (size_t)x;
       return true;
-    case OPT_CHOICE: return parse_choice(v, d->choices, (int *)t);
+    case OPT_CHOICE: return parse_choice(v, opt_choices(d), (int *)t);
     case OPT_STR:
       if (*v == 0) return false;
       /* environ's strings live as long as the process unless the program
@@ -150,7 +197,7 @@ static bool opt_parse(const opt_desc_t *d, const char *v) {
 }
 
 /* Copy the idx-th word of a '|'-separated list into buf. */
-static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap) {
+static HAK_TEXT_COLD void opt_choice_word(const char *choices, int idx, char *buf, size_t cap) {
   const char *c = choices;
   for (int i = 0; i < idx && c; i++) {
     c = strchr(c, '|');
@@ -168,7 +215,7 @@ static void opt_choice_word(const char *choices, int idx, char *buf, size_t cap)
 
 /* Sizes print as 4K, 256M, 1G when they are whole multiples, the way the
  * documentation and a user would write them. */
-static char *opt_fmt_size(char *p, uint64_t x) {
+static HAK_TEXT_COLD char *opt_fmt_size(char *p, uint64_t x) {
   static const char suffix[] = "KMGT";
   int s = -1;
   while (x != 0 && x % 1024 == 0 && s < 2) x /= 1024, s++; /* G at most: the parser takes no T */
@@ -179,24 +226,25 @@ static char *opt_fmt_size(char *p, uint64_t x) {
 }
 
 /* The value of d in snapshot o as text, in buf (cap >= 32). */
-static const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *buf, size_t cap) {
+static HAK_TEXT_COLD const char *opt_fmt_value(const options_t *o, const opt_desc_t *d, char *buf,
+                                                size_t cap) {
   const void *t = opt_at(o, d);
   switch (d->kind) {
     case OPT_BOOL: return *(const bool *)t ? "1" : "0";
     case OPT_UINT: os_fmt_dec(buf, *(const uint64_t *)t); return buf;
     case OPT_SIZE: opt_fmt_size(buf, *(const size_t *)t); return buf;
-    case OPT_STR: return *(const char *const *)t ? *(const char *const *)t : d->unset;
-    case OPT_CHOICE: opt_choice_word(d->choices, *(const int *)t, buf, cap); return buf;
+    case OPT_STR: return *(const char *const *)t ? *(const char *const *)t : opt_unset(d);
+    case OPT_CHOICE: opt_choice_word(opt_choices(d), *(const int *)t, buf, cap); return buf;
   }
   return "?";
 }
 
 /* What a valid value looks like, for the error message and the
  * documentation's "values" column (buf: at least 96 bytes). */
-static const char *opt_expect(const opt_desc_t *d, char *buf) {
+static HAK_TEXT_COLD const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
-    case OPT_CHOICE: return d->choices;
+    case OPT_CHOICE: return opt_choices(d);
     case OPT_STR: return "a non-empty path";
     case OPT_UINT:
     case OPT_SIZE: {
@@ -232,10 +280,9 @@ static void opt_apply_preset(int preset) {
   }
 }
 
-/* env_name is the name the user wrote (it differs from d->name for the
+/* env_name is the name the user wrote (it differs from d's name for the
  * deprecated alias), so the message points at the variable actually set. */
-static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *v) {
-  if (opt_parse(d, v)) return;
+static HAK_TEXT_COLD void opt_invalid(const opt_desc_t *d, const char *env_name, const char *v) {
   char exp[96], val[64];
   os_write_err("hakmem: HAKMEM_");
   os_write_err(env_name);
@@ -248,10 +295,44 @@ static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *
   os_write_err("\n");
 }
 
-static const opt_desc_t *opt_by_field(const char *field) {
+static void opt_set_from(const opt_desc_t *d, const char *env_name, const char *v) {
+  if (!opt_parse(d, v)) opt_invalid(d, env_name, v);
+}
+
+static HAK_TEXT_COLD const opt_desc_t *opt_by_field(const char *field) {
   for (size_t i = 0; i < OPT_N; i++)
-    if (strcmp(opt_table[i].field, field) == 0) return &opt_table[i];
+    if (strcmp(opt_field(&opt_table[i]), field) == 0) return &opt_table[i];
   return NULL;
+}
+
+/* HAKMEM_PROFILE, HAKMEM_PRESET's former name: the notices. */
+static HAK_TEXT_COLD void opt_profile_notice(bool preset_set) {
+  if (preset_set)
+    os_write_err("hakmem: HAKMEM_PROFILE (deprecated) ignored: HAKMEM_PRESET is set\n");
+  else
+    os_write_err("hakmem: HAKMEM_PROFILE is deprecated, use HAKMEM_PRESET (same values)\n");
+}
+
+/* HAKMEM_VERBOSE=1: the build and every option in force. */
+static HAK_TEXT_COLD void opt_print_verbose(void) {
+  char buf[64];
+  os_write_err("hakmem: build: version " HAK_STR_VERSION);
+  os_write_err(HAK_DEBUG ? ", debug" : ", release");
+  os_write_err(HAK_SECURE ? ", secure" : "");
+#if defined(HAKMEM_STATS) && HAKMEM_STATS
+  os_write_err(", statistics");
+#endif
+  os_write_err(", initial-exec TLS, 4 MiB superslabs, ");
+  os_fmt_dec(buf, HAK_NCLASS);
+  os_write_err(buf);
+  os_write_err(" size classes up to 1 MiB\nhakmem: options in force:\n");
+  for (size_t i = 0; i < OPT_N; i++) {
+    os_write_err("  HAKMEM_");
+    os_write_err(opt_name(&opt_table[i]));
+    os_write_err("=");
+    os_write_err(opt_fmt_value(&opt, &opt_table[i], buf, sizeof buf));
+    os_write_err("\n");
+  }
 }
 
 void options_init(void) {
@@ -259,14 +340,14 @@ void options_init(void) {
    * whatever their order in the environment. HAKMEM_PROFILE was its name
    * until it proved too easy to confuse with HAKMEM_PROF (the profiler);
    * it is honoured, with a notice, unless HAKMEM_PRESET is also set. */
-  const opt_desc_t *pd = opt_by_field("preset");
-  const char *v = opt_lookup("PRESET");
-  const char *vname = "PRESET";
-  if (v == NULL && (v = opt_lookup("PROFILE")) != NULL) {
-    vname = "PROFILE";
-    os_write_err("hakmem: HAKMEM_PROFILE is deprecated, use HAKMEM_PRESET (same values)\n");
-  } else if (v != NULL && opt_lookup("PROFILE") != NULL) {
-    os_write_err("hakmem: HAKMEM_PROFILE (deprecated) ignored: HAKMEM_PRESET is set\n");
+  const opt_desc_t *pd = &opt_table[OPT_INDEX_preset];
+  const char *v = opt_lookup(opt_name(pd));
+  const char *vname = opt_name(pd);
+  if (v == NULL && (v = opt_lookup(opt_profile_name)) != NULL) {
+    vname = opt_profile_name;
+    opt_profile_notice(false);
+  } else if (v != NULL && opt_lookup(opt_profile_name) != NULL) {
+    opt_profile_notice(true);
   }
   if (v != NULL) {
     opt_set_from(pd, vname, v);
@@ -274,33 +355,14 @@ void options_init(void) {
   }
   for (size_t i = 0; i < OPT_N; i++) {
     const opt_desc_t *d = &opt_table[i];
-    if (d == pd || (v = opt_lookup(d->name)) == NULL) continue;
-    opt_set_from(d, d->name, v);
+    if (d == pd || (v = opt_lookup(opt_name(d))) == NULL) continue;
+    opt_set_from(d, opt_name(d), v);
   }
   if (opt.prof_leaks) opt.prof = true; /* leaks are found from the samples */
-  if (opt.verbose) {
-    char buf[64];
-    os_write_err("hakmem: build: version " HAK_STR_VERSION);
-    os_write_err(HAK_DEBUG ? ", debug" : ", release");
-    os_write_err(HAK_SECURE ? ", secure" : "");
-#if defined(HAKMEM_STATS) && HAKMEM_STATS
-    os_write_err(", statistics");
-#endif
-    os_write_err(", initial-exec TLS, 4 MiB superslabs, ");
-    os_fmt_dec(buf, HAK_NCLASS);
-    os_write_err(buf);
-    os_write_err(" size classes up to 1 MiB\nhakmem: options in force:\n");
-    for (size_t i = 0; i < OPT_N; i++) {
-      os_write_err("  HAKMEM_");
-      os_write_err(opt_table[i].name);
-      os_write_err("=");
-      os_write_err(opt_fmt_value(&opt, &opt_table[i], buf, sizeof buf));
-      os_write_err("\n");
-    }
-  }
+  if (opt.verbose) opt_print_verbose();
 }
 
-int options_get(const char *field, void *oldp, size_t *oldlenp) {
+HAK_TEXT_COLD int options_get(const char *field, void *oldp, size_t *oldlenp) {
   const opt_desc_t *d = opt_by_field(field);
   if (d == NULL) return ENOENT;
   size_t len = 0;
@@ -317,7 +379,7 @@ int options_get(const char *field, void *oldp, size_t *oldlenp) {
   }
   if (oldlenp == NULL || *oldlenp != len) return EINVAL;
   if (d->kind == OPT_STR && *(const char **)opt_at(&opt, d) == NULL) {
-    *(const char **)oldp = d->unset; /* never hand out NULL for a path */
+    *(const char **)oldp = opt_unset(d); /* never hand out NULL for a path */
     return 0;
   }
   memcpy(oldp, opt_at(&opt, d), len);
@@ -326,7 +388,7 @@ int options_get(const char *field, void *oldp, size_t *oldlenp) {
 
 /* Defaults come from opt_defaults, never from opt: the page must not
  * depend on the environment of whoever regenerates it. */
-size_t options_doc(char *buf, size_t cap) {
+HAK_TEXT_COLD size_t options_doc(char *buf, size_t cap) {
   size_t n = 0;
 #define PUT(s)                                      \
   do {                                              \
@@ -349,20 +411,20 @@ size_t options_doc(char *buf, size_t cap) {
     const opt_desc_t *d = &opt_table[i];
     char range[96], def[64];
     PUT("| `HAKMEM_");
-    PUT(d->name);
+    PUT(opt_name(d));
     PUT("`<br>`opt.");
-    PUT(d->field);
+    PUT(opt_field(d));
     PUT("` | ");
     PUT(opt_fmt_value(&opt_defaults, d, def, sizeof def));
     PUT(" | ");
     switch (d->kind) {
       case OPT_BOOL: PUT("boolean"); break;
-      case OPT_CHOICE: PUT(d->choices); break;
+      case OPT_CHOICE: PUT(opt_choices(d)); break;
       case OPT_STR: PUT("path"); break;
       default: PUT(opt_expect(d, range));
     }
     PUT(" | ");
-    PUT(d->help);
+    PUT(opt_help(d));
     PUT(" |\n");
   }
 #undef PUT

@@ -29,83 +29,85 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
  *   NAME   the variable without its HAKMEM_ prefix
  *   KIND   BOOL, UINT (uint64_t), SIZE (size_t, K/M/G suffixes), CHOICE
  *          (int index into choices, '|'-separated) or STR (const char *)
+ *   choices  CHOICE only, "" for the others
  *   min..max  the accepted range of UINT and SIZE
  *   unset  STR only: what a NULL default means, for the documentation
+ *          ("" for the others)
  * The documented default is formatted from the C default, so the page and
  * the code cannot disagree. Row order is the order of docs/options.md and
  * of the HAKMEM_VERBOSE listing.
  */
 #define OPTIONS_LIST(X)                                                                                     \
-  X(FORCE_LIBC_ALLOC, force_libc, BOOL, bool, false, NULL, 0, 0, NULL,                                      \
+  X(FORCE_LIBC_ALLOC, force_libc, BOOL, bool, false, "", 0, 0, "",                                          \
     "Forward every allocation call to the C library's allocator (same-binary A/B comparison). "             \
     "Checked before hakmem touches any of its own state.")                                                  \
-  X(PRESET, preset, CHOICE, int, HAK_PRESET_BALANCED, "balanced|fast|lowmem", 0, 0, NULL,                   \
+  X(PRESET, preset, CHOICE, int, HAK_PRESET_BALANCED, "balanced|fast|lowmem", 0, 0, "",                     \
     "Preset of the options below, applied first; variables set explicitly override it. "                    \
     "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32. "                          \
     "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never. "                  \
     "`HAKMEM_PROFILE`, its former name, is still accepted (with a notice on stderr).")                      \
-  X(PURGE_DELAY_MS, purge_delay_ms, UINT, uint64_t, 100, NULL, 0, 3600000, NULL,                            \
+  X(PURGE_DELAY_MS, purge_delay_ms, UINT, uint64_t, 100, "", 0, 3600000, "",                                \
     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "            \
     "committed (reused warm, with no page fault) before it is returned to the OS "                          \
     "(madvise/munmap). Memory goes back by time only, never because of how much was freed; "                \
     "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once. "                                \
     "Changeable at run time: `hak_ctl(\"opt.purge_delay_ms\", ...)`.")                                      \
-  X(BACKGROUND_THREAD, background_thread, BOOL, bool, true, NULL, 0, 0, NULL,                               \
+  X(BACKGROUND_THREAD, background_thread, BOOL, bool, true, "", 0, 0, "",                                   \
     "A background thread that purges idle memory once PURGE_DELAY_MS has passed, so a program "             \
     "that frees a lot and then makes no allocator call still gives it back. Started only the "              \
     "first time 4 MiB or more is idle in one place (small programs never get one); it sleeps "              \
     "without waking while nothing is idle, and stops at exit. 0: idle memory is purged only "               \
     "by allocator calls (refills, frees) and by `hak_collect`/`malloc_trim`.")                              \
-  X(ON_ERROR, on_error, CHOICE, int, HAK_ON_ERROR_ABORT, "abort|warn|ignore", 0, 0, NULL,                   \
+  X(ON_ERROR, on_error, CHOICE, int, HAK_ON_ERROR_ABORT, "abort|warn|ignore", 0, 0, "",                     \
     "After an invalid or double free is reported: abort, warn (report and go on, the call does "            \
     "nothing) or ignore (no report).")                                                                      \
-  X(LARGE_CACHE, large_cache_bytes, SIZE, size_t, (size_t)256 << 20, NULL, 0, (uint64_t)1 << 40, NULL,      \
+  X(LARGE_CACHE, large_cache_bytes, SIZE, size_t, (size_t)256 << 20, "", 0, (uint64_t)1 << 40, "",          \
     "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "            \
     "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "            \
     "fresh ones in.")                                                                                       \
-  X(REFILL_BYTES, refill_bytes, SIZE, size_t, 4096, NULL, 256, (uint64_t)1 << 20, NULL,                     \
+  X(REFILL_BYTES, refill_bytes, SIZE, size_t, 4096, "", 256, (uint64_t)1 << 20, "",                         \
     "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "              \
     "refill: larger means fewer slow-path calls, more memory touched ahead of use.")                        \
-  X(SS_CACHE, ss_cache, UINT, uint64_t, 8, NULL, 0, 1024, NULL,                                             \
+  X(SS_CACHE, ss_cache, UINT, uint64_t, 8, "", 0, 1024, "",                                                 \
     "Empty 4 MiB superslabs kept (decommitted) for reuse instead of unmapped.")                             \
-  X(REALLOC_ARENA, realloc_arena, SIZE, size_t, (size_t)16 << 10, NULL, 0, (uint64_t)1 << 20, NULL,          \
+  X(REALLOC_ARENA, realloc_arena, SIZE, size_t, (size_t)16 << 10, "", 0, (uint64_t)1 << 20, "",              \
     "A block that realloc grows to at least this many bytes moves to the coalescing arenas of the "        \
     "large blocks (with room to grow), where later growth extends it in place into the free span "        \
     "after it and a freed one serves any size: a growing buffer no longer leaves a freed block in "       \
     "every size class it passed through. 0: only blocks above 1 MiB live there.")                         \
-  X(THP, thp, CHOICE, int, HAK_THP_DEFAULT, "default|always|never", 0, 0, NULL,                             \
+  X(THP, thp, CHOICE, int, HAK_THP_DEFAULT, "default|always|never", 0, 0, "",                               \
     "Transparent huge pages for superslabs and arenas: the kernel's default, madvise "                      \
     "MADV_HUGEPAGE, or MADV_NOHUGEPAGE.")                                                                   \
-  X(STATS, stats, BOOL, bool, false, NULL, 0, 0, NULL,                                                      \
+  X(STATS, stats, BOOL, bool, false, "", 0, 0, "",                                                          \
     "Print the statistics report (docs/stats.md) on stderr at exit.")                                       \
-  X(STATS_FILE, stats_file, STR, const char *, NULL, NULL, 0, 0, "stderr",                                  \
+  X(STATS_FILE, stats_file, STR, const char *, NULL, "", 0, 0, "stderr",                                    \
     "Where the reports of STATS_SIGNAL and STATS_INTERVAL_MS go (appended, one report after "               \
     "another, each opening with its `hakmem ... statistics` line).")                                        \
-  X(STATS_INTERVAL_MS, stats_interval_ms, UINT, uint64_t, 0, NULL, 0, 86400000, NULL,                       \
+  X(STATS_INTERVAL_MS, stats_interval_ms, UINT, uint64_t, 0, "", 0, 86400000, "",                           \
     "Write the statistics report to STATS_FILE every this many milliseconds, from a small "                 \
     "thread started only when this or another periodic option is set. 0: never.")                          \
-  X(STATS_SIGNAL, stats_signal, CHOICE, int, HAK_SIG_OFF, "off|usr1|hup|winch", 0, 0, NULL,                 \
+  X(STATS_SIGNAL, stats_signal, CHOICE, int, HAK_SIG_OFF, "off|usr1|hup|winch", 0, 0, "",                   \
     "Write the statistics report to STATS_FILE when the process receives this signal (SIGUSR1, "            \
     "SIGHUP or SIGWINCH); the handler only sets a flag, the report thread writes it within "                \
     "about 50 ms.")                                                                                         \
-  X(VERBOSE, verbose, BOOL, bool, false, NULL, 0, 0, NULL,                                                  \
+  X(VERBOSE, verbose, BOOL, bool, false, "", 0, 0, "",                                                      \
     "Print the build configuration and every option in force at start-up.")                                \
-  X(PROF, prof, BOOL, bool, false, NULL, 0, 0, NULL,                                                        \
+  X(PROF, prof, BOOL, bool, false, "", 0, 0, "",                                                            \
     "Sampled heap profiling: record the call stack of about one allocation per PROF_SAMPLE "                \
     "bytes; dump live samples by stack at exit, on SIGUSR2, or with hak_prof_dump() "                       \
     "(docs/profiling.md).")                                                                                 \
-  X(PROF_SAMPLE, prof_sample, SIZE, size_t, (size_t)512 << 10, NULL, 1, (uint64_t)1 << 40, NULL,            \
+  X(PROF_SAMPLE, prof_sample, SIZE, size_t, (size_t)512 << 10, "", 1, (uint64_t)1 << 40, "",                \
     "Mean bytes allocated between two samples (randomised, exponential gaps). "                             \
     "Changeable at run time: `hak_ctl(\"prof.sample\", ...)`.")                                             \
-  X(PROF_LEAKS, prof_leaks, BOOL, bool, false, NULL, 0, 0, NULL,                                            \
+  X(PROF_LEAKS, prof_leaks, BOOL, bool, false, "", 0, 0, "",                                                \
     "At exit, report the sampled allocations still live, by stack (implies PROF).")                         \
-  X(PROF_FILE, prof_file, STR, const char *, NULL, NULL, 0, 0, "hakmem-prof.PID",                           \
+  X(PROF_FILE, prof_file, STR, const char *, NULL, "", 0, 0, "hakmem-prof.PID",                             \
     "Path prefix of the profile: PATH.heap (pprof's heap format), PATH.folded (flame-graph "                \
     "input) and PATH.txt; periodic dumps go to PATH.NNNN.heap.")                                            \
-  X(PROF_INTERVAL_BYTES, prof_interval_bytes, SIZE, size_t, 0, NULL, 0, (uint64_t)1 << 50, NULL,            \
+  X(PROF_INTERVAL_BYTES, prof_interval_bytes, SIZE, size_t, 0, "", 0, (uint64_t)1 << 50, "",                \
     "With PROF: dump the heap profile to PATH.NNNN.heap (NNNN counting from 0000) each time "               \
     "about this many more bytes have been allocated. 0: never.")                                            \
-  X(PROF_INTERVAL_MS, prof_interval_ms, UINT, uint64_t, 0, NULL, 0, 86400000, NULL,                         \
+  X(PROF_INTERVAL_MS, prof_interval_ms, UINT, uint64_t, 0, "", 0, 86400000, "",                             \
     "With PROF: dump the heap profile to PATH.NNNN.heap every this many milliseconds, from the "            \
     "report thread. 0: never.")
 

@@ -26,23 +26,28 @@ void *api_aligned(std::size_t align, std::size_t size) noexcept;
 }
 
 #define HAK_CXX_EXPORT __attribute__((visibility("default")))
+/* internal.h's HAK_TEXT_COLD / HAK_RODATA_COLD (src/layout.ld): failure
+ * paths, apart from the code every process runs. */
+#define HAK_CXX_TEXT_COLD __attribute__((cold, noinline, section(".text.hak_cold")))
+#define HAK_CXX_RODATA_COLD __attribute__((section(".rodata.hak_cold")))
 
 namespace {
 
 typedef std::new_handler (*get_handler_fn)();
 typedef void (*throw_fn)();
 
-[[noreturn]] void cxx_throw_bad_alloc() {
+[[noreturn]] HAK_CXX_TEXT_COLD void cxx_throw_bad_alloc() {
   /* std::__throw_bad_alloc() from libstdc++ (or libc++'s equivalent). */
   void *f = dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
   if (f != nullptr) reinterpret_cast<throw_fn>(f)();
-  static const char msg[] = "hakmem: operator new failed and std::bad_alloc is unavailable\n";
+  static const char msg[] HAK_CXX_RODATA_COLD =
+      "hakmem: operator new failed and std::bad_alloc is unavailable\n";
   ssize_t r = write(2, msg, sizeof msg - 1);
   (void)r;
   std::abort();
 }
 
-__attribute__((noinline, cold)) void *cxx_new_fail(std::size_t size, std::size_t align) {
+HAK_CXX_TEXT_COLD void *cxx_new_fail(std::size_t size, std::size_t align) {
   for (;;) {
     void *f = dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
     std::new_handler h = f ? reinterpret_cast<get_handler_fn>(f)() : nullptr;

@@ -5,4 +5,6 @@
  */
 #include "ownmap.h"
 
-__attribute__((aligned(4096))) uint8_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];
+/* Page-aligned, after the small globals (HAK_BSS_BIG): its pages are its
+ * own, and the statistics count them alone. */
+__attribute__((aligned(4096))) HAK_BSS_BIG uint8_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];

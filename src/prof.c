@@ -261,7 +261,7 @@ static uint64_t prof_next_gap(void) {
 #define PROF_UC_TERMINAL 4u /* libgcc stops at this return address */
 #define PROF_UC_POISON 7u   /* two deltas seen: always libgcc */
 #define PROF_UC_DELTA_MAX ((uint64_t)0x1fff << 3)
-static _Atomic uint64_t prof_uc[PROF_UC_SLOTS];
+static _Atomic uint64_t prof_uc[PROF_UC_SLOTS] HAK_BSS_BIG;
 
 static _Atomic uint64_t *prof_uc_find(uintptr_t ip, bool insert) {
   size_t h = (size_t)(ip * 0x9E3779B97F4A7C15ull >> 52) & (PROF_UC_SLOTS - 1);
@@ -518,9 +518,9 @@ size_t prof_table_visit(void (*fn)(const prof_rec_t *r, void *arg), void *arg, s
 /* fork (through prof_dump.c's prof_fork_*, after the dump lock): the table
  * lock is held across it. The child has only the forking thread, which
  * owns it: it unlocks it (re-initialising a locked mutex is undefined). */
-void prof_table_fork_prepare(void) { pthread_mutex_lock(&prof_lock); }
-void prof_table_fork_parent(void) { pthread_mutex_unlock(&prof_lock); }
-void prof_table_fork_child(void) {
+HAK_TEXT_HOT void prof_table_fork_prepare(void) { pthread_mutex_lock(&prof_lock); }
+HAK_TEXT_HOT void prof_table_fork_parent(void) { pthread_mutex_unlock(&prof_lock); }
+HAK_TEXT_HOT void prof_table_fork_child(void) {
   /* The generator is the parent's: mix in the pid, or parent and child
    * would sample the same allocations. */
   if (prof_rng != 0) prof_rng ^= (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;

@@ -36,7 +36,7 @@ static void prof_on_signal(int sig) {
 
 static void prof_due_cb(bool numbered);
 
-void prof_init(void) {
+HAK_TEXT_HOT void prof_init(void) {
   if (!opt.prof) return;
   if (!prof_table_init(prof_due_cb)) {
     os_write_err("hakmem: HAKMEM_PROF: cannot map the sample table; profiling off\n");
@@ -312,7 +312,7 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
   return ok ? 0 : -1;
 }
 
-__attribute__((destructor)) static void prof_exit_dump(void) {
+HAK_TEXT_HOT __attribute__((destructor)) static void prof_exit_dump(void) {
   if (!opt.prof || !prof_table_ready()) return;
   char prefix[1024];
   prof_default_prefix(prefix, sizeof prefix);
@@ -335,15 +335,15 @@ static void prof_due_cb(bool numbered) {
  * across it, before the allocator's locks, so the child's table and dump
  * state are whole; parent and child release them (in the child the
  * forking thread owns them: re-initialising a locked mutex is undefined). */
-void prof_fork_prepare(void) {
+HAK_TEXT_HOT void prof_fork_prepare(void) {
   pthread_mutex_lock(&prof_dump_lock);
   prof_table_fork_prepare();
 }
-void prof_fork_parent(void) {
+HAK_TEXT_HOT void prof_fork_parent(void) {
   prof_table_fork_parent();
   pthread_mutex_unlock(&prof_dump_lock);
 }
-void prof_fork_child(void) {
+HAK_TEXT_HOT void prof_fork_child(void) {
   /* The report thread is the parent's: the child's time-based dumps start
    * over if it gets one. */
   prof_next_dump_ms = 0;

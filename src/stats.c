@@ -27,10 +27,11 @@
 
 #if HAK_STATS_BUILD
 HAK_TLS stats_tls_t stats_tls;
-static _Atomic uint64_t st_total[ST_N], st_cls_alloc[HAK_NCLASS], st_cls_free[HAK_NCLASS];
+static _Atomic uint64_t st_total[ST_N] HAK_BSS_BIG, st_cls_alloc[HAK_NCLASS] HAK_BSS_BIG,
+    st_cls_free[HAK_NCLASS] HAK_BSS_BIG;
 static _Atomic uint64_t st_threads_exited;
 
-void stats_thread_merge(void) {
+HAK_TEXT_HOT void stats_thread_merge(void) {
   for (int i = 0; i < ST_N; i++) {
     atomic_fetch_add_explicit(&st_total[i], stats_tls.ev[i], memory_order_relaxed);
     stats_tls.ev[i] = 0;
@@ -480,7 +481,7 @@ size_t stats_doc_table(char *buf, size_t cap) {
 }
 
 void stats_print(FILE *out) {
-  static char buf[16384]; /* static: callers may be short of stack; report is rare */
+  static char buf[16384] HAK_BSS_BIG; /* static: callers may be short of stack; report is rare */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_lock(&lock); /* stdio may allocate: fine, no allocator lock is held */
   stats_format(buf, sizeof buf);
@@ -490,7 +491,7 @@ void stats_print(FILE *out) {
 
 static int stats_fd = 2;
 
-void stats_init(void) {
+HAK_TEXT_HOT void stats_init(void) {
   /* Periodic and on-signal reports without a file go to stderr too. */
   if (opt.stats || opt.prof_leaks || (opt.stats_file == NULL && (opt.stats_signal || opt.stats_interval_ms))) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
@@ -501,11 +502,11 @@ void stats_init(void) {
 int stats_report_fd(void) { return stats_fd; }
 
 /* HAKMEM_STATS=1: the report at exit, written with write(2). */
-__attribute__((destructor)) static void stats_at_exit(void) {
+HAK_TEXT_HOT __attribute__((destructor)) static void stats_at_exit(void) {
   if (!opt.stats) return;
   /* static, not on the stack, which may be short in a destructor; written
    * with write(2) since the program may have closed stdio's stderr. */
-  static char buf[16384];
+  static char buf[16384] HAK_BSS_BIG;
   stats_format(buf, sizeof buf);
   os_write_fd(stats_fd, buf);
 }
