@@ -70,7 +70,7 @@ static void heap_reset(heap_t *h) {
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     h->cur[c] = h->front[c] = &heap_empty_slab;
     if (h->batch_mem != NULL) h->batch_mem[c].free = NULL;
-    for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = h->list_tail[l][c] = NULL;
+    for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = NULL;
     h->waiting_n[c] = 0;
   }
   for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
@@ -95,7 +95,9 @@ static heap_t *heap_new(void) {
     h = heap_pool;
     heap_pool = h->pool_next;
   } else {
-    size_t sz = align_up(sizeof(heap_t), 64);
+    /* A page each (heap_t is kept under one): a heap straddling two pages
+     * costs every thread, and the process, a page more. */
+    size_t sz = align_up(sizeof(heap_t), os_page_size);
     if (heap_chunk_left < sz) {
       size_t chunk = 64 * 1024;
       uint8_t *c = os_map(chunk);

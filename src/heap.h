@@ -66,6 +66,7 @@ typedef struct heap_xcache {
   uint64_t live;   /* classes the direct table serves from run[] */
 } heap_xcache_t;
 
+/* Kept within one page (heap_new carves one per page): 3.3 KiB. */
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];           /* the class's current slab */
@@ -75,8 +76,7 @@ typedef struct heap {
    * yet marked full, for the blocks other threads are freeing — those reach
    * them through thread_free with no delayed-list hand-shake, and a refill
    * looks at the oldest before taking a new slab. */
-  slab_t *list_head[2][HAK_NCLASS];  /* slab_dlist (superslab.h) */
-  slab_t *list_tail[2][HAK_NCLASS];
+  slab_t *list_head[2][HAK_NCLASS];  /* slab_dlist (superslab.h): the head's prev is the tail */
   uint8_t waiting_n[HAK_NCLASS];
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab

@@ -57,13 +57,15 @@ void heap_check(heap_t *h) {
     for (unsigned l = 0; l < 2; l++) {
       const slab_t *prev = NULL;
       unsigned n = 0;
-      for (const slab_t *s = h->list_head[l][c]; s != NULL; prev = s, s = s->next) {
-        HEAP_CHECK(s->on_list == l + 1 && s->cls == c && s->prev == prev && s != cur);
+      const slab_t *head = h->list_head[l][c];
+      for (const slab_t *s = head; s != NULL; prev = s, s = s->next) {
+        HEAP_CHECK(s->on_list == l + 1 && s->cls == c && s != cur);
+        HEAP_CHECK(s == head || s->prev == prev);
         uintptr_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
         HEAP_CHECK((o & ~OWNER_FULL) == h->tid && !(l == HEAP_WAITING && (o & OWNER_FULL)));
         HEAP_CHECK(++n <= 1u << 20);
       }
-      HEAP_CHECK(h->list_tail[l][c] == prev);
+      HEAP_CHECK(slab_dlist_tail((slab_t *)head) == prev); /* the head's prev is the tail */
       if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
     }
   }

@@ -28,13 +28,13 @@ extern heap_t *heap_all;
 HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   unsigned c = s->cls;
   s->on_list = (uint8_t)(l + 1);
-  slab_dlist_push_back(&h->list_head[l][c], &h->list_tail[l][c], s);
+  slab_dlist_push_back(&h->list_head[l][c], s);
   if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
 
 HAK_INLINE void heap_list_remove(heap_t *h, slab_t *s) {
   unsigned l = s->on_list - 1u, c = s->cls;
-  slab_dlist_remove(&h->list_head[l][c], &h->list_tail[l][c], s);
+  slab_dlist_remove(&h->list_head[l][c], s);
   s->on_list = 0;
   if (l == HEAP_WAITING) h->waiting_n[c]--;
 }

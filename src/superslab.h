@@ -108,8 +108,9 @@ typedef struct slab {
 
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
 _Static_assert(__builtin_offsetof(slab_t, owner) == 64, "a remote free reads the second line only");
-/* A heap's list of slabs of one class (heap.h), through next/prev. */
-DLIST_DEFINE(slab_dlist, slab_t, prev, next)
+/* A heap's list of slabs of one class (heap.h), through next/prev, kept by
+ * its head alone. */
+DLIST_DEFINE_HEAD(slab_dlist, slab_t, prev, next)
 
 /* The per-process secret (set once at start-up, never 0; the secure
  * build's carving order uses it too). In the checked builds a free block's
