@@ -273,6 +273,10 @@ void *alloc_calloc(size_t n, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  /* The bypass first (opt is read once at start-up; before it, it reads
+   * 0 and the first calloc takes the malloc path): glibc's calloc leaves
+   * fresh memory unwritten, which malloc and a memset would not. */
+  if (HAK_UNLIKELY(opt.force_libc)) return foreign_calloc(n, size);
   if (total <= HAK_SMALL_MAX) {
     void *p = front_malloc(total);
     if (p != NULL) memset(p, 0, total);
