@@ -65,19 +65,29 @@ static _Atomic uint64_t *prof_filter;
 static _Atomic uint64_t prof_fgen;
 volatile sig_atomic_t prof_dump_requested;
 static prof_due_fn *prof_due;                 /* prof_dump.c's, from prof_table_init */
-static _Atomic bool prof_on = true;           /* hak_ctl "prof.active" */
+_Atomic bool prof_active_flag = true;         /* hak_ctl "prof.active" (prof.h) */
 static _Atomic uint64_t prof_bytes_total;     /* flushed from prof_acc at samples */
 static _Atomic uint64_t prof_next_dump_bytes; /* HAKMEM_PROF_INTERVAL_BYTES */
 /* Per thread, so that sampling needs no shared state: bytes left before
- * the next sample (signed: an allocation may overshoot it), bytes
- * allocated since the last flush to prof_bytes_total, the generator, and a
+ * the next sample (signed: an allocation may overshoot it; prof.h's
+ * prof_batch_fits counts down here too), the value it started from, the
+ * bytes of earlier countdowns not yet flushed to prof_bytes_total (so the
+ * bytes allocated since the last flush are prof_acc + prof_gap -
+ * prof_left: counting is one subtraction), the generator, and a
  * re-entrancy guard (the unwinder and the dumps may allocate). */
-static HAK_TLS int64_t prof_left;
+HAK_TLS int64_t prof_left;
+static HAK_TLS int64_t prof_gap;
 static HAK_TLS uint64_t prof_acc;
 static HAK_TLS uint64_t prof_rng;
 HAK_TLS int prof_busy;
 /* The stack the last DWARF walk of this thread went over (prof_capture). */
 static HAK_TLS uintptr_t prof_stack_lo, prof_stack_hi;
+
+/* A new countdown of g bytes; what the old one counted is kept in prof_acc. */
+static void prof_restart(int64_t g) {
+  prof_acc += (uint64_t)(prof_gap - prof_left);
+  prof_gap = prof_left = g;
+}
 
 /* Blocks are 16-byte aligned, so the low 4 bits carry nothing; the
  * multiply spreads the rest and the high bits are kept. The same hash
@@ -91,8 +101,10 @@ static size_t prof_hash(uintptr_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A
 
 #define PROF_LN2 0.69314718055994530942
 
-/* ln(x) for x > 0: x = 2^e * m with m in [1, 2), ln m = 2 atanh((m-1)/(m+1)),
- * whose series converges fast since (m-1)/(m+1) <= 1/3. */
+/* ln(x) for x > 0: x = 2^e * m with m in [sqrt(1/2), sqrt(2)), ln m =
+ * 2 atanh(t), t = (m-1)/(m+1): since |t| < 0.172, eleven terms of the
+ * series t + t^3/3 + t^5/5 + ... reach a double's precision (the next is
+ * below 1e-18 of the sum), evaluated by Horner's rule. */
 static double prof_ln(double x) {
   uint64_t b;
   memcpy(&b, &x, sizeof b);
@@ -100,15 +112,17 @@ static double prof_ln(double x) {
   b = (b & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
   double m;
   memcpy(&m, &b, sizeof m);
-  double t = (m - 1) / (m + 1), t2 = t * t, term = t, sum = 0;
-  for (int k = 1; k < 30; k += 2) {
-    sum += term / k;
-    term *= t2;
+  if (m > 1.41421356237309504880) {
+    m *= 0.5;
+    e++;
   }
-  return e * PROF_LN2 + 2 * sum;
+  double t = (m - 1) / (m + 1), t2 = t * t, p = 1.0 / 21;
+  for (int k = 19; k >= 1; k -= 2) p = p * t2 + 1.0 / k;
+  return e * PROF_LN2 + 2 * t * p;
 }
 
-/* exp(-r) for r >= 0: r = k ln2 + f with f in [0, ln2), Taylor for the rest. */
+/* exp(-r) for r >= 0: r = k ln2 + f with f in [0, ln2), Taylor for the
+ * rest, until a term no longer changes the sum. */
 static double prof_exp_neg(double r) {
   if (r > 60) return 0; /* below 1e-26: 1 - exp(-r) is 1 in a double */
   int k = (int)(r / PROF_LN2);
@@ -116,17 +130,31 @@ static double prof_exp_neg(double r) {
   for (int i = 1; i < 20; i++) {
     term *= -f / i;
     sum += term;
+    if (term * term <= 1e-34) break; /* sum >= 1/2 */
   }
   while (k-- > 0) sum *= 0.5;
   return sum;
 }
 
+/* 1 - exp(-r) for r >= 0. Below ln 2 its own series, r - r^2/2! + r^3/3!
+ * - ..., which has no cancellation and, for a block far smaller than the
+ * mean gap (r tiny), ends after a few terms. */
+static double prof_one_minus_exp_neg(double r) {
+  if (r >= PROF_LN2) return 1 - prof_exp_neg(r);
+  double term = r, sum = r;
+  for (int i = 2; i < 20; i++) {
+    term *= -r / i;
+    sum += term;
+    if (term * term <= sum * sum * 1e-34) break;
+  }
+  return sum;
+}
+
 /* Bytes one sample of a size-byte block stands for (see the top comment). */
 static size_t prof_weight(size_t size, size_t mean) {
-  if (mean <= 1) return size;
+  if (mean <= 1 || size == 0) return size;
   double r = (double)size / (double)mean;
-  double p = r < 1e-9 ? r : 1 - prof_exp_neg(r); /* avoid cancellation for tiny r */
-  return (size_t)((double)size / p + 0.5);
+  return (size_t)((double)size / prof_one_minus_exp_neg(r) + 0.5);
 }
 
 static unsigned prof_log2(size_t n) { return (unsigned)__builtin_ctzll((unsigned long long)n); }
@@ -389,11 +417,10 @@ void prof_alloc(void *p, size_t size) {
   /* SIGUSR2's dump is written here, by the next allocating thread: the
    * handler itself may not touch locks or files. */
   if (prof_dump_requested) prof_due(false);
-  if (!atomic_load_explicit(&prof_on, memory_order_relaxed)) return;
-  prof_acc += size;
+  if (!atomic_load_explicit(&prof_active_flag, memory_order_relaxed)) return;
   prof_left -= (int64_t)size;
   if (prof_left > 0) return;
-  prof_left = (int64_t)prof_next_gap();
+  prof_restart((int64_t)prof_next_gap());
   prof_busy = 1; /* the unwinder may allocate: those calls are not sampled */
   prof_rec_t rec;
   rec.nframes = prof_capture(rec.frames);
@@ -435,20 +462,19 @@ void prof_alloc(void *p, size_t size) {
 }
 
 uint64_t prof_batch(size_t bytes) {
-  if (prof_busy || !atomic_load_explicit(&prof_on, memory_order_relaxed)) return UINT64_MAX;
+  if (prof_busy || !atomic_load_explicit(&prof_active_flag, memory_order_relaxed)) return UINT64_MAX;
   /* A thread's first batch: its countdown starts at a random gap, not at
    * zero (short-lived threads would each sample their first allocation). */
-  if (prof_rng == 0) prof_left = (int64_t)prof_next_gap();
+  if (prof_rng == 0) prof_restart((int64_t)prof_next_gap());
   if ((int64_t)bytes < prof_left) {
     prof_left -= (int64_t)bytes;
-    prof_acc += bytes;
     return UINT64_MAX;
   }
   /* The sample falls in this batch: prof_left bytes are served before it,
-   * and the sampled allocation's prof_alloc finds prof_left spent. */
+   * and the sampled allocation's prof_alloc (or the next batch's
+   * prof_batch) finds prof_left spent. */
   uint64_t at = prof_left > 0 ? (uint64_t)prof_left : 0;
-  prof_acc += at;
-  prof_left = 0;
+  prof_left -= (int64_t)at;
   return at;
 }
 
@@ -489,11 +515,11 @@ void prof_free(void *p) {
 
 int prof_set_active(bool on) {
   if (!opt.prof || !prof_table_ready()) return EPERM;
-  atomic_store_explicit(&prof_on, on, memory_order_relaxed);
+  atomic_store_explicit(&prof_active_flag, on, memory_order_relaxed);
   return 0;
 }
 
-bool prof_is_active(void) { return opt.prof && prof_table_ready() && atomic_load_explicit(&prof_on, memory_order_relaxed); }
+bool prof_is_active(void) { return opt.prof && prof_table_ready() && atomic_load_explicit(&prof_active_flag, memory_order_relaxed); }
 
 int prof_set_sample(size_t mean) {
   if (mean == 0 || mean > ((size_t)1 << 40)) return EINVAL;
