@@ -83,7 +83,6 @@ static void heap_reset(heap_t *h) {
   memset(&h->xc, 0, sizeof h->xc);
 #endif
   h->batch = NULL; /* only a profiling thread's own heap batches */
-  h->prof_due = 0;
   h->pool_next = NULL;
 }
 
@@ -121,6 +120,10 @@ static heap_t *heap_new(void) {
   return h;
 }
 
+/* Profiling: what the batches call back (heap_batch_register). */
+static void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
+static void *heap_prof_sample(unsigned cls);
+
 heap_t *heap_thread_init(void) {
   heap_t *h = heap_new();
   if (h == NULL) return NULL;
@@ -128,6 +131,7 @@ heap_t *heap_thread_init(void) {
   if (opt.prof) {
     if (h->batch_mem == NULL) h->batch_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
     h->batch = h->batch_mem;
+    heap_batch_register(heap_refill, heap_prof_sample);
     /* Without batch descriptors, profiling closes the fast paths instead:
      * every call then reaches a slow path, which samples. */
     closed = h->batch == NULL;
@@ -146,7 +150,7 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
-  if (h->batch != NULL && s != &heap_empty_slab) s = &h->batch[cls];
+  if (h->batch != NULL && s != &heap_empty_slab) s = heap_batch_geometry(&h->batch[cls], s);
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
@@ -463,8 +467,8 @@ static void *heap_prof_sample(unsigned cls) {
   return p;
 }
 
-void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
-  HAK_STAT(ST_REFILL);
+/* The refill proper (heap_alloc_refill below is its entry). */
+static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   heap_maintain(h);
   if (h->batch != NULL) {
     slab_t *sh = &h->batch[cls];
@@ -472,11 +476,6 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
     if (HAK_UNLIKELY(sh->free != NULL)) {
       report_error("malloc", sh->free, "heap corruption detected at");
       sh->free = NULL; /* its blocks stay counted in use: never handed out twice */
-    }
-    if (h->prof_due & ((uint64_t)1 << cls)) {
-      h->prof_due &= ~((uint64_t)1 << cls);
-      void *p = heap_prof_sample(cls);
-      if (p != NULL) return p;
     }
   }
   slab_t *s = h->cur[cls];
@@ -503,21 +502,36 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->batch != NULL) {
-    heap_batch_widen(s);
-    unsigned k = heap_batch_size(s);
-    if (k == 0) { /* this allocation is the sampled one */
-      void *p = heap_prof_sample(cls);
-      if (p != NULL) return p;
-    }
-    return heap_batch_fill(h, cls, s, k);
-  }
+  if (h->batch != NULL) return heap_batch_take(h, cls, s);
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
    * exit and profiling heaps, whose locks are held here (pthread_create
    * allocates). */
   if (!(h->tid & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) decay_poll();
   return b;
+}
+
+/* Profiling: heap_maintain's every-refill part (what other threads freed
+ * into our full slabs, our pending remote frees: those of sampled blocks
+ * among them), then the batch's refill. */
+static HAK_NOINLINE void *heap_batch_settle(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
+  if (h->rcache.frees != 0) heap_flush_remote(h);
+  return heap_batch_refill(h, cls, oom);
+}
+
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  HAK_STAT(ST_REFILL);
+  /* Profiling: heap_prof.c refills the class's batch from its current
+   * slab, and calls heap_refill back when it cannot. The ticked part of
+   * heap_maintain keeps the pace of the slabs' refills, as without the
+   * profiler, not the batches'. */
+  if (h->batch != NULL) {
+    if (HAK_UNLIKELY(atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0 || h->rcache.frees != 0))
+      return heap_batch_settle(h, cls, oom);
+    return heap_batch_refill(h, cls, oom);
+  }
+  return heap_refill(h, cls, oom);
 }
 
 /* ---- thread exit --------------------------------------------------------- */
