@@ -511,24 +511,23 @@ static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) 
   return b;
 }
 
-/* Profiling: heap_maintain's every-refill part (what other threads freed
- * into our full slabs, our pending remote frees: those of sampled blocks
- * among them), then the batch's refill. */
+/* Profiling: our pending remote frees (those of sampled blocks among
+ * them) are published, as at every allocation slow path (remote.h), then
+ * the batch's refill. */
 static HAK_NOINLINE void *heap_batch_settle(heap_t *h, unsigned cls, heap_oom_fn oom) {
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
-  if (h->rcache.frees != 0) heap_flush_remote(h);
+  heap_flush_remote(h);
   return heap_batch_refill(h, cls, oom);
 }
 
 void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   HAK_STAT(ST_REFILL);
   /* Profiling: heap_prof.c refills the class's batch from its current
-   * slab, and calls heap_refill back when it cannot. The ticked part of
-   * heap_maintain keeps the pace of the slabs' refills, as without the
-   * profiler, not the batches'. */
+   * slab, and calls heap_refill back when it cannot. The rest of
+   * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
+   * the pace of the slabs' refills, as without the profiler, not the
+   * batches'. */
   if (h->batch != NULL) {
-    if (HAK_UNLIKELY(atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0 || h->rcache.frees != 0))
-      return heap_batch_settle(h, cls, oom);
+    if (HAK_UNLIKELY(h->rcache.frees != 0)) return heap_batch_settle(h, cls, oom);
     return heap_batch_refill(h, cls, oom);
   }
   return heap_refill(h, cls, oom);
