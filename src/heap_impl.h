@@ -108,7 +108,7 @@ typedef void *heap_refill_fn(heap_t *h, unsigned cls, heap_oom_fn oom);
 typedef void *heap_sample_fn(unsigned cls);
 void heap_batch_register(heap_refill_fn *refill, heap_sample_fn *sample);
 /* A profiling thread's refill of class cls, first in line (heap.c's
- * heap_alloc_refill, when heap_maintain has nothing to do): if the
+ * heap_alloc_refill, once its pending remote frees are published): if the
  * class's current slab has free blocks, the batch takes them as
  * heap_batch_take does; otherwise the refill through the slabs, which
  * ends in heap_batch_take. */

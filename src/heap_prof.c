@@ -98,12 +98,14 @@ HAK_INLINE bool heap_batch_carved(const slab_t *sh, const slab_t *s, unsigned n)
   return n >= sh->capacity || s->carved >= s->capacity;
 }
 
+/* Every profiling thread registers the same two functions: relaxed
+ * atomics, so that those stores and the reads race harmlessly. */
 static heap_refill_fn *heap_batch_refill_cb;
 static heap_sample_fn *heap_batch_sample_cb;
 
 void heap_batch_register(heap_refill_fn *refill, heap_sample_fn *sample) {
-  heap_batch_refill_cb = refill;
-  heap_batch_sample_cb = sample;
+  __atomic_store_n(&heap_batch_refill_cb, refill, __ATOMIC_RELAXED);
+  __atomic_store_n(&heap_batch_sample_cb, sample, __ATOMIC_RELAXED);
 }
 
 void *heap_batch_take(heap_t *h, unsigned cls, slab_t *s) {
@@ -120,7 +122,7 @@ void *heap_batch_take(heap_t *h, unsigned cls, slab_t *s) {
   if (at != UINT64_MAX) {
     k = (unsigned)(at / s->bsize);
     if (k == 0) { /* this allocation is the sampled one */
-      void *p = heap_batch_sample_cb(cls);
+      void *p = __atomic_load_n(&heap_batch_sample_cb, __ATOMIC_RELAXED)(cls);
       if (p != NULL) return p;
       k = n; /* it could not be had: the batch goes unsampled */
     }
@@ -136,7 +138,8 @@ void *heap_batch_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   /* The batch's pop found it empty (the checked builds also refuse a head
    * outside its block area: heap.c's refill reports that) and s has free
    * blocks: a class with neither goes the slabs' way. */
-  if (HAK_UNLIKELY((HAK_CHECKED && sh->free != NULL) || !slab_holds(s, b))) return heap_batch_refill_cb(h, cls, oom);
+  if (HAK_UNLIKELY((HAK_CHECKED && sh->free != NULL) || !slab_holds(s, b)))
+    return __atomic_load_n(&heap_batch_refill_cb, __ATOMIC_RELAXED)(h, cls, oom);
   unsigned n = (unsigned)(s->carved - s->used);
   /* The common case, without a call (so without a frame): s has its spare
    * blocks carved, and the sampler's countdown outlasts them all. */
