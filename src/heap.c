@@ -84,7 +84,6 @@ static void heap_reset(heap_t *h) {
   memset(&h->xc, 0, sizeof h->xc);
 #endif
   h->batch = NULL; /* only a profiling thread's own heap batches */
-  h->prof_due = 0;
   h->pool_next = NULL;
 }
 
@@ -124,6 +123,10 @@ static heap_t *heap_new(void) {
   return h;
 }
 
+/* Profiling: what the batches call back (heap_batch_register). */
+static void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
+static void *heap_prof_sample(unsigned cls);
+
 heap_t *heap_thread_init(void) {
   heap_t *h = heap_new();
   if (h == NULL) return NULL;
@@ -131,6 +134,7 @@ heap_t *heap_thread_init(void) {
   if (opt.prof) {
     if (h->batch_mem == NULL) h->batch_mem = os_map(align_up(HAK_NCLASS * sizeof(slab_t), os_page_size));
     h->batch = h->batch_mem;
+    heap_batch_register(heap_refill, heap_prof_sample);
     /* Without batch descriptors, profiling closes the fast paths instead:
      * every call then reaches a slow path, which samples. */
     closed = h->batch == NULL;
@@ -153,7 +157,7 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
    * pass over them is due every purge delay (heap_maintain). */
   if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_COOL_MIN && s != &heap_empty_slab)
     h->cool_ms = os_now_ms() + opt.purge_delay_ms;
-  if (h->batch != NULL && s != &heap_empty_slab) s = &h->batch[cls];
+  if (h->batch != NULL && s != &heap_empty_slab) s = heap_batch_geometry(&h->batch[cls], s);
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
@@ -488,8 +492,8 @@ static void *heap_prof_sample(unsigned cls) {
   return p;
 }
 
-void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
-  HAK_STAT(ST_REFILL);
+/* The refill proper (heap_alloc_refill below is its entry). */
+static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
   heap_maintain(h);
   if (h->batch != NULL) {
     slab_t *sh = &h->batch[cls];
@@ -497,11 +501,6 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
     if (HAK_UNLIKELY(sh->free != NULL)) {
       report_error("malloc", sh->free, "heap corruption detected at");
       sh->free = NULL; /* its blocks stay counted in use: never handed out twice */
-    }
-    if (h->prof_due & ((uint64_t)1 << cls)) {
-      h->prof_due &= ~((uint64_t)1 << cls);
-      void *p = heap_prof_sample(cls);
-      if (p != NULL) return p;
     }
   }
   slab_t *s = h->cur[cls];
@@ -528,21 +527,35 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->batch != NULL) {
-    heap_batch_widen(s);
-    unsigned k = heap_batch_size(s);
-    if (k == 0) { /* this allocation is the sampled one */
-      void *p = heap_prof_sample(cls);
-      if (p != NULL) return p;
-    }
-    return heap_batch_fill(h, cls, s, k);
-  }
+  if (h->batch != NULL) return heap_batch_take(h, cls, s);
   block_t *b = slab_pop(s, s->free);
   /* The heap is consistent again: a safe point — except for the shared
    * exit and profiling heaps, whose locks are held here (pthread_create
    * allocates). */
   if (!(h->tid & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) decay_poll();
   return b;
+}
+
+/* Profiling: our pending remote frees (those of sampled blocks among
+ * them) are published, as at every allocation slow path (remote.h), then
+ * the batch's refill. */
+static HAK_NOINLINE void *heap_batch_settle(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  heap_flush_remote(h);
+  return heap_batch_refill(h, cls, oom);
+}
+
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  HAK_STAT(ST_REFILL);
+  /* Profiling: heap_prof.c refills the class's batch from its current
+   * slab, and calls heap_refill back when it cannot. The rest of
+   * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
+   * the pace of the slabs' refills, as without the profiler, not the
+   * batches'. */
+  if (h->batch != NULL) {
+    if (HAK_UNLIKELY(h->rcache.frees != 0)) return heap_batch_settle(h, cls, oom);
+    return heap_batch_refill(h, cls, oom);
+  }
+  return heap_refill(h, cls, oom);
 }
 
 /* ---- thread exit --------------------------------------------------------- */

@@ -97,12 +97,13 @@ typedef struct heap {
    * per-class batch descriptor (batch[cls]) that a refill fills from the
    * current slab's list, so every block handed out passes through a refill
    * that knows the bytes it serves; the batch stops before the allocation
-   * the sampler picked, which then comes from the shared profiling heap,
-   * whose slabs' owner tag keeps the fast free path away from sampled
-   * blocks. */
+   * the sampler picked, which the next refill (of any class: the sampler's
+   * countdown is spent) then takes from the shared profiling heap, whose
+   * slabs' owner tag keeps the fast free path away from sampled blocks.
+   * A refill that finds free blocks in the current slab goes straight to
+   * heap_prof.c (heap_batch_refill), without the slabs' refill. */
   slab_t *batch;                     /* HAK_NCLASS descriptors while profiling, or NULL */
   slab_t *batch_mem;                 /* their memory, kept while the heap is pooled */
-  uint64_t prof_due;                 /* classes whose next allocation is sampled */
   uint32_t tick;
   uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */
   /* The pass over the free lists of classes of SLAB_COOL_MIN and more

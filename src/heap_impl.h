@@ -101,15 +101,31 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
 
 /* ---- heap_prof.c (profiling: h->batch != NULL) ---------------------------- */
 
-/* Carve ahead until s has eight pages' worth of spare blocks. */
-void heap_batch_widen(slab_t *s);
-/* How many of s's free blocks the class's next batch holds: all of them,
- * or those before the allocation the sampler picked (prof_batch); 0 when
- * this very allocation is the sampled one. */
-unsigned heap_batch_size(const slab_t *s);
-/* Move the first k of s's free blocks (all of them if k is 0: the sample
- * could not be taken) into the class's batch and pop one. */
-void *heap_batch_fill(heap_t *h, unsigned cls, slab_t *s, unsigned k);
+/* The batch descriptor sh of a class whose current slab becomes s takes
+ * s's geometry (the checked builds' pop tests that a block lies in the
+ * area); its capacity, which no pop reads, holds how many spare blocks a
+ * refill carves s ahead to. Returns sh. */
+slab_t *heap_batch_geometry(slab_t *sh, const slab_t *s);
+/* heap.c's parts the batches call back, which heap_prof.c does not name
+ * (it calls nothing of heap.c): the refill through the slabs, and the
+ * sampled allocation, from the shared profiling heap (NULL: none to be
+ * had). Registered by each profiling thread's heap_thread_init. */
+typedef void *heap_refill_fn(heap_t *h, unsigned cls, heap_oom_fn oom);
+typedef void *heap_sample_fn(unsigned cls);
+void heap_batch_register(heap_refill_fn *refill, heap_sample_fn *sample);
+/* A profiling thread's refill of class cls, first in line (heap.c's
+ * heap_alloc_refill, once its pending remote frees are published): if the
+ * class's current slab has free blocks, the batch takes them as
+ * heap_batch_take does; otherwise the refill through the slabs, which
+ * ends in heap_batch_take. */
+void *heap_batch_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
+/* The class's batch ran dry and s, its current slab, has free blocks:
+ * carve ahead until s has eight pages' worth, tell the sampler the bytes
+ * of all of them (prof_batch), move those before the sampled allocation
+ * into the batch and pop one. When this very allocation is the sampled
+ * one, it comes from the shared profiling heap — or, if none can be had,
+ * the batch takes every free block of s, unsampled. */
+void *heap_batch_take(heap_t *h, unsigned cls, slab_t *s);
 /* Thread exit: the unpopped rest of each batch goes back to its slab. */
 void heap_batch_return(heap_t *h);
 

@@ -65,19 +65,29 @@ static _Atomic uint64_t *prof_filter;
 static _Atomic uint64_t prof_fgen;
 volatile sig_atomic_t prof_dump_requested;
 static prof_due_fn *prof_due;                 /* prof_dump.c's, from prof_table_init */
-static _Atomic bool prof_on = true;           /* hak_ctl "prof.active" */
+_Atomic bool prof_active_flag = true;         /* hak_ctl "prof.active" (prof.h) */
 static _Atomic uint64_t prof_bytes_total;     /* flushed from prof_acc at samples */
 static _Atomic uint64_t prof_next_dump_bytes; /* HAKMEM_PROF_INTERVAL_BYTES */
 /* Per thread, so that sampling needs no shared state: bytes left before
- * the next sample (signed: an allocation may overshoot it), bytes
- * allocated since the last flush to prof_bytes_total, the generator, and a
+ * the next sample (signed: an allocation may overshoot it; prof.h's
+ * prof_batch_fits counts down here too), the value it started from, the
+ * bytes of earlier countdowns not yet flushed to prof_bytes_total (so the
+ * bytes allocated since the last flush are prof_acc + prof_gap -
+ * prof_left: counting is one subtraction), the generator, and a
  * re-entrancy guard (the unwinder and the dumps may allocate). */
-static HAK_TLS int64_t prof_left;
+HAK_TLS int64_t prof_left;
+static HAK_TLS int64_t prof_gap;
 static HAK_TLS uint64_t prof_acc;
 static HAK_TLS uint64_t prof_rng;
 HAK_TLS int prof_busy;
 /* The stack the last DWARF walk of this thread went over (prof_capture). */
 static HAK_TLS uintptr_t prof_stack_lo, prof_stack_hi;
+
+/* A new countdown of g bytes; what the old one counted is kept in prof_acc. */
+static void prof_restart(int64_t g) {
+  prof_acc += (uint64_t)(prof_gap - prof_left);
+  prof_gap = prof_left = g;
+}
 
 /* Blocks are 16-byte aligned, so the low 4 bits carry nothing; the
  * multiply spreads the rest and the high bits are kept. The same hash
@@ -91,8 +101,10 @@ static size_t prof_hash(uintptr_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A
 
 #define PROF_LN2 0.69314718055994530942
 
-/* ln(x) for x > 0: x = 2^e * m with m in [1, 2), ln m = 2 atanh((m-1)/(m+1)),
- * whose series converges fast since (m-1)/(m+1) <= 1/3. */
+/* ln(x) for x > 0: x = 2^e * m with m in [sqrt(1/2), sqrt(2)), ln m =
+ * 2 atanh(t), t = (m-1)/(m+1): since |t| < 0.172, eleven terms of the
+ * series t + t^3/3 + t^5/5 + ... reach a double's precision (the next is
+ * below 1e-18 of the sum), evaluated by Horner's rule. */
 static double prof_ln(double x) {
   uint64_t b;
   memcpy(&b, &x, sizeof b);
@@ -100,15 +112,17 @@ static double prof_ln(double x) {
   b = (b & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
   double m;
   memcpy(&m, &b, sizeof m);
-  double t = (m - 1) / (m + 1), t2 = t * t, term = t, sum = 0;
-  for (int k = 1; k < 30; k += 2) {
-    sum += term / k;
-    term *= t2;
+  if (m > 1.41421356237309504880) {
+    m *= 0.5;
+    e++;
   }
-  return e * PROF_LN2 + 2 * sum;
+  double t = (m - 1) / (m + 1), t2 = t * t, p = 1.0 / 21;
+  for (int k = 19; k >= 1; k -= 2) p = p * t2 + 1.0 / k;
+  return e * PROF_LN2 + 2 * t * p;
 }
 
-/* exp(-r) for r >= 0: r = k ln2 + f with f in [0, ln2), Taylor for the rest. */
+/* exp(-r) for r >= 0: r = k ln2 + f with f in [0, ln2), Taylor for the
+ * rest, until a term no longer changes the sum. */
 static double prof_exp_neg(double r) {
   if (r > 60) return 0; /* below 1e-26: 1 - exp(-r) is 1 in a double */
   int k = (int)(r / PROF_LN2);
@@ -116,17 +130,37 @@ static double prof_exp_neg(double r) {
   for (int i = 1; i < 20; i++) {
     term *= -f / i;
     sum += term;
+    if (term * term <= 1e-34) break; /* sum >= 1/2 */
   }
   while (k-- > 0) sum *= 0.5;
   return sum;
 }
 
+/* 1 - exp(-r) for r >= 0. Below ln 2 its own series, r - r^2/2! + r^3/3!
+ * - ..., which has no cancellation; below 1/64 (a block under 8 KiB at the
+ * default mean gap) eight terms by Horner's rule, the ninth being below
+ * 1e-20 of the sum; above, until a term no longer changes the sum. */
+static double prof_one_minus_exp_neg(double r) {
+  if (r < 1.0 / 64) {
+    double p = 1;
+    for (int i = 8; i >= 2; i--) p = 1 - p * r / i;
+    return r * p;
+  }
+  if (r >= PROF_LN2) return 1 - prof_exp_neg(r);
+  double term = r, sum = r;
+  for (int i = 2; i < 20; i++) {
+    term *= -r / i;
+    sum += term;
+    if (term * term <= sum * sum * 1e-34) break;
+  }
+  return sum;
+}
+
 /* Bytes one sample of a size-byte block stands for (see the top comment). */
 static size_t prof_weight(size_t size, size_t mean) {
-  if (mean <= 1) return size;
+  if (mean <= 1 || size == 0) return size;
   double r = (double)size / (double)mean;
-  double p = r < 1e-9 ? r : 1 - prof_exp_neg(r); /* avoid cancellation for tiny r */
-  return (size_t)((double)size / p + 0.5);
+  return (size_t)((double)size / prof_one_minus_exp_neg(r) + 0.5);
 }
 
 static unsigned prof_log2(size_t n) { return (unsigned)__builtin_ctzll((unsigned long long)n); }
@@ -255,13 +289,30 @@ static uint64_t prof_next_gap(void) {
  * memory.
  *
  * An entry is one word, so threads share the table with plain atomics:
- * bits 16..63 the return address, 3..15 delta / 8, 0..2 the state. */
+ * bits 16..63 the return address, 3..15 delta / 8, 0..2 the state.
+ *
+ * A thread samples the same few stacks over and over, so it also keeps,
+ * by depth, the frames its last fast walk stepped over (prof_memo_ip,
+ * prof_memo_delta): a frame whose return address is the one at that depth
+ * last time is stepped over without the hash and the probe (about 18
+ * instructions a frame instead of about 36). An entry changes only once
+ * it is trusted or terminal: to poisoned, which bumps prof_uc_poisons,
+ * and a thread's memo is only used while that count is the one it was
+ * made under, so a frame stepped over by the memo is one the table would
+ * trust, with the same size. */
 #define PROF_UC_SLOTS 4096u
 #define PROF_UC_TRUST 3u    /* states 1..3: seen that many times with one delta */
 #define PROF_UC_TERMINAL 4u /* libgcc stops at this return address */
 #define PROF_UC_POISON 7u   /* two deltas seen: always libgcc */
 #define PROF_UC_DELTA_MAX ((uint64_t)0x1fff << 3)
 static _Atomic uint64_t prof_uc[PROF_UC_SLOTS] HAK_BSS_BIG;
+static _Atomic uint64_t prof_uc_poisons; /* entries poisoned so far */
+/* By depth, the frames the last fast walk stepped over: return address and
+ * delta (0: terminal, the walk's last). */
+static HAK_TLS uintptr_t prof_memo_ip[PROF_FRAMES];
+static HAK_TLS uint32_t prof_memo_delta[PROF_FRAMES];
+static HAK_TLS uint32_t prof_memo_n;   /* how many */
+static HAK_TLS uint64_t prof_memo_gen; /* prof_uc_poisons when they were read */
 
 static _Atomic uint64_t *prof_uc_find(uintptr_t ip, bool insert) {
   size_t h = (size_t)(ip * 0x9E3779B97F4A7C15ull >> 52) & (PROF_UC_SLOTS - 1);
@@ -299,6 +350,7 @@ static void prof_uc_learn(uintptr_t ip, uint64_t delta, bool terminal) {
     nv |= (uint64_t)ip << 16;
   } while (nv != v &&
            !atomic_compare_exchange_weak_explicit(e, &v, nv, memory_order_relaxed, memory_order_relaxed));
+  if ((nv & 7) == PROF_UC_POISON && nv != v) atomic_fetch_add_explicit(&prof_uc_poisons, 1, memory_order_relaxed);
 }
 
 struct prof_unwind {
@@ -344,22 +396,44 @@ static HAK_NOINLINE uint32_t prof_capture(void **frames) {
    * the highest frame it reached there: a frame size trusted wrongly (see
    * above) then costs a wrong slot of this stack, never a fault. */
   if (sp0 >= prof_stack_lo && sp0 <= prof_stack_hi) {
+    uint64_t gen = atomic_load_explicit(&prof_uc_poisons, memory_order_relaxed);
+    uint32_t memo_n = gen == prof_memo_gen ? prof_memo_n : 0;
+    uintptr_t hi = prof_stack_hi;
+    /* The frames that are as last time. */
+    for (; n < memo_n && prof_memo_ip[n] == ip; n++) {
+      frames[n] = (void *)ip;
+      uint32_t d = prof_memo_delta[n];
+      if (d == 0) return n + 1; /* terminal (the memo is this walk's) */
+      if (sp + d > hi) break;
+      sp += d;
+      ip = *(const uintptr_t *)(sp - 8);
+    }
+    /* The rest from the table. */
     while (n < PROF_FRAMES) {
       _Atomic uint64_t *e = ip != 0 && ip >> 47 == 0 ? prof_uc_find(ip, false) : NULL;
       uint64_t v = e != NULL ? atomic_load_explicit(e, memory_order_relaxed) : 0;
       if (v >> 16 != ip) break; /* not cached (or replaced meanwhile) */
       uint64_t st = v & 7;
       if (st == PROF_UC_TERMINAL) {
+        prof_memo_ip[n] = ip;
+        prof_memo_delta[n] = 0;
         frames[n++] = (void *)ip;
+        prof_memo_n = n;
+        prof_memo_gen = gen;
         return n;
       }
       if (st != PROF_UC_TRUST) break;
       uintptr_t cfa = sp + ((v >> 3 & 0x1fff) << 3); /* this frame's CFA: the caller's stack pointer */
-      if (cfa > prof_stack_hi) break;
+      if (cfa > hi) break;
+      prof_memo_ip[n] = ip;
+      prof_memo_delta[n] = (uint32_t)(cfa - sp);
       frames[n++] = (void *)ip;
       sp = cfa;
       ip = *(const uintptr_t *)(sp - 8);
     }
+    /* The first n entries of the memo are this walk's. */
+    prof_memo_n = n;
+    prof_memo_gen = gen;
     if (n == PROF_FRAMES) return n;
   }
 #endif
@@ -389,11 +463,10 @@ void prof_alloc(void *p, size_t size) {
   /* SIGUSR2's dump is written here, by the next allocating thread: the
    * handler itself may not touch locks or files. */
   if (prof_dump_requested) prof_due(false);
-  if (!atomic_load_explicit(&prof_on, memory_order_relaxed)) return;
-  prof_acc += size;
+  if (!atomic_load_explicit(&prof_active_flag, memory_order_relaxed)) return;
   prof_left -= (int64_t)size;
   if (prof_left > 0) return;
-  prof_left = (int64_t)prof_next_gap();
+  prof_restart((int64_t)prof_next_gap());
   prof_busy = 1; /* the unwinder may allocate: those calls are not sampled */
   prof_rec_t rec;
   rec.nframes = prof_capture(rec.frames);
@@ -435,20 +508,19 @@ void prof_alloc(void *p, size_t size) {
 }
 
 uint64_t prof_batch(size_t bytes) {
-  if (prof_busy || !atomic_load_explicit(&prof_on, memory_order_relaxed)) return UINT64_MAX;
+  if (prof_busy || !atomic_load_explicit(&prof_active_flag, memory_order_relaxed)) return UINT64_MAX;
   /* A thread's first batch: its countdown starts at a random gap, not at
    * zero (short-lived threads would each sample their first allocation). */
-  if (prof_rng == 0) prof_left = (int64_t)prof_next_gap();
+  if (prof_rng == 0) prof_restart((int64_t)prof_next_gap());
   if ((int64_t)bytes < prof_left) {
     prof_left -= (int64_t)bytes;
-    prof_acc += bytes;
     return UINT64_MAX;
   }
   /* The sample falls in this batch: prof_left bytes are served before it,
-   * and the sampled allocation's prof_alloc finds prof_left spent. */
+   * and the sampled allocation's prof_alloc (or the next batch's
+   * prof_batch) finds prof_left spent. */
   uint64_t at = prof_left > 0 ? (uint64_t)prof_left : 0;
-  prof_acc += at;
-  prof_left = 0;
+  prof_left -= (int64_t)at;
   return at;
 }
 
@@ -489,11 +561,11 @@ void prof_free(void *p) {
 
 int prof_set_active(bool on) {
   if (!opt.prof || !prof_table_ready()) return EPERM;
-  atomic_store_explicit(&prof_on, on, memory_order_relaxed);
+  atomic_store_explicit(&prof_active_flag, on, memory_order_relaxed);
   return 0;
 }
 
-bool prof_is_active(void) { return opt.prof && prof_table_ready() && atomic_load_explicit(&prof_on, memory_order_relaxed); }
+bool prof_is_active(void) { return opt.prof && prof_table_ready() && atomic_load_explicit(&prof_active_flag, memory_order_relaxed); }
 
 int prof_set_sample(size_t mean) {
   if (mean == 0 || mean > ((size_t)1 << 40)) return EINVAL;

@@ -35,6 +35,26 @@ void prof_free(void *p);
  * allocation to prof_alloc), or UINT64_MAX if no sample falls inside. */
 uint64_t prof_batch(size_t bytes);
 
+/* The sampler's state that prof_batch_fits reads (prof.c's, written only
+ * there): the calling thread's countdown, in bytes, to its next sample
+ * (0 before its first batch, so that one reaches prof_batch, which starts
+ * it); set while the thread is inside the profiler (its own allocations
+ * are not counted); hak_ctl "prof.active". */
+extern HAK_TLS int64_t prof_left;
+extern HAK_TLS int prof_busy;
+extern _Atomic bool prof_active_flag;
+/* prof_batch's common answer inline, for the batches' refill: if no
+ * sample falls inside `bytes`, count them and say so; otherwise count
+ * nothing and return false (prof_batch then decides). */
+HAK_INLINE bool prof_batch_fits(size_t bytes) {
+  if (HAK_LIKELY((int64_t)bytes < prof_left && !prof_busy &&
+                 atomic_load_explicit(&prof_active_flag, memory_order_relaxed))) {
+    prof_left -= (int64_t)bytes;
+    return true;
+  }
+  return false;
+}
+
 /* hak_ctl "prof.active": while off, no new sample is taken (frees still
  * retire old ones). EPERM unless HAKMEM_PROF was set at start-up: the
  * thread fronts were opened without the profiler and stay so. */

@@ -21,9 +21,8 @@ typedef struct prof_rec {
 } prof_rec_t;
 
 /* ---- prof.c ---- */
-/* Set while this thread is inside the profiler (the unwinder and the
- * dumps may allocate: those calls are not sampled). */
-extern HAK_TLS int prof_busy;
+/* prof_busy (prof.h): set while this thread is inside the profiler (the
+ * unwinder and the dumps may allocate: those calls are not sampled). */
 /* Set by the SIGUSR2 handler (prof_dump.c); the next allocating thread
  * (or the report thread) writes the dump. */
 extern volatile sig_atomic_t prof_dump_requested;
