@@ -211,15 +211,22 @@ static void free_any(void *p, const char *call) {
  * thread's, or a free its hit path refused: s is p's slab and owner its
  * owner word as front_free read it. A plain remote free (a slab in use by
  * another thread, p the start of one of its blocks and, in the checked
- * builds, not marked free; the calling thread with a heap; the profiler
- * off, since free_any tells it of every free) goes home at once, with
+ * builds, not marked free; the calling thread with a heap; not a block
+ * the profiler may have sampled) goes home at once, with
  * free_small's checks but not its second look-up (91 instructions a remote
  * free in bench_xmalloc under callgrind, most of them looking up again
  * what front_free had read). Everything else takes slow, which checks it
  * again from the start and reports. */
 void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   heap_t *h = heap_front.self;
-  if (HAK_UNLIKELY(h == NULL || opt.prof || owner == OWNER_UNUSED ||
+  /* While profiling, a sampled block must reach prof_free: those come
+   * only from slabs of the profiling heap, of closed-front heaps (their
+   * owner tags carry HAK_TID_PROF_BIT) and of the exit heap
+   * (HAK_TID_EXIT_BIT), whose superslabs may since have been abandoned.
+   * Every other remote free stays on this path (larson_prof sent them all
+   * to free_slow: 4 % of its instructions). */
+  if (HAK_UNLIKELY(h == NULL || owner == OWNER_UNUSED ||
+                   (opt.prof && ((owner & (HAK_TID_PROF_BIT | HAK_TID_EXIT_BIT)) || owner == OWNER_ABANDONED)) ||
                    (owner & ~OWNER_FULL) == h->tid || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
                    slab_block_is_free(s, p, false, true))) {
     slow(p);
