@@ -120,7 +120,7 @@ void heap_batch_register(heap_refill_fn *refill, heap_sample_fn *sample);
  * ends in heap_batch_take. */
 void *heap_batch_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
 /* The class's batch ran dry and s, its current slab, has free blocks:
- * carve ahead until s has eight pages' worth, tell the sampler the bytes
+ * carve ahead until s has HEAP_BATCH_PAGES (two) pages' worth, tell the sampler the bytes
  * of all of them (prof_batch), move those before the sampled allocation
  * into the batch and pop one. When this very allocation is the sampled
  * one, it comes from the shared profiling heap — or, if none can be had,

@@ -59,13 +59,18 @@ HAK_INLINE void *heap_batch_hand(slab_t *sh, slab_t *s, block_t *b, unsigned k) 
   return b;
 }
 
+/* Pages' worth of spare blocks a batch refill carves ahead to: two. Eight
+ * saved 0.4 % of random mixed's instructions while profiling but touched
+ * pages no allocation needed yet in every class (peak RSS 2.7 MB against
+ * 2.3, 1.9 without the profiler). */
+#define HEAP_BATCH_PAGES 2u
 slab_t *heap_batch_geometry(slab_t *sh, const slab_t *s) {
   sh->area = s->area;
   sh->span = s->span;
   sh->bsize = s->bsize;
   sh->cls = s->cls;
-  /* Eight pages' worth (heap_batch_widen tells why). */
-  sh->capacity = (uint16_t)(8u * sc_batch[s->cls]);
+  /* HEAP_BATCH_PAGES pages' worth (heap_batch_widen tells why). */
+  sh->capacity = (uint16_t)(HEAP_BATCH_PAGES * sc_batch[s->cls]);
   return sh;
 }
 
@@ -73,7 +78,7 @@ slab_t *heap_batch_geometry(slab_t *sh, const slab_t *s) {
  * the batch is served goes to s's own list, so a batch holds about the
  * slab's spare blocks and one refill served only a page's worth of the
  * large classes (about one refill per 21 mallocs in random mixed). Carve
- * ahead until s has eight pages' worth spare (the batch descriptor's
+ * ahead until s has HEAP_BATCH_PAGES pages' worth spare (the batch descriptor's
  * capacity: heap_batch_geometry). Profiling only: the pages
  * carved are the ones the batch hands out next. One list is appended to
  * the other: the shorter is walked. Returns s's free blocks. */
