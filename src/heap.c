@@ -153,16 +153,20 @@ heap_t *heap_thread_init(void) {
 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
-  /* The first slab of a class whose free blocks can cool: from now on the
-   * pass over them is due every purge delay (heap_maintain). */
-  if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_COOL_MIN && s != &heap_empty_slab)
-    h->cool_ms = os_now_ms() + opt.purge_delay_ms;
   if (h->batch != NULL && s != &heap_empty_slab) s = heap_batch_geometry(&h->batch[cls], s);
   h->front[cls] = s;
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
   if (h != heap_front.heap) return;
   for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
+}
+
+/* h now holds a slab of class cls: if its free blocks can cool, the pass
+ * over them is due every purge delay from now on (heap_maintain). Called
+ * where slabs change hands, not where they become current. */
+static void heap_cool_schedule(heap_t *h, unsigned cls) {
+  if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_COOL_MIN)
+    h->cool_ms = os_now_ms() + opt.purge_delay_ms;
 }
 
 static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
@@ -183,6 +187,7 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   }
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
+  heap_cool_schedule(h, cls);
   if (ss->free_mask == 0) {
     heap_owned_remove(h, ss);
     heap_owned_push_back(h, ss);
@@ -204,6 +209,7 @@ static void heap_adopt(heap_t *h, superslab_t *ss) {
     /* Strip the full mark too: the slab starts its new life unmarked. */
     ss_slab_clear_mark(s);
     s->on_list = 0;
+    heap_cool_schedule(h, s->cls);
     atomic_store_explicit(&s->owner, h->tid, memory_order_release);
     ss_slab_collect(s);
     if (s->used == 0) {
