@@ -65,12 +65,25 @@ typedef struct arena_span {
  * had never handed out, faulting them in) or the freed block look cold.
  * The bits let placement prefer a fit that faults nothing in, calloc zero
  * only what may be dirty, and the purge decommit only what was touched. */
+/* recent[]: one bit per granule freed since epoch_ms. A freed block
+ * coalesces with its free neighbours, and the merged span's freed_ms is
+ * the newest free: in a program that keeps freeing next to the same free
+ * span, that time never grew old and the span's warm granules never went
+ * back (bench_large_churn held 12-21 MiB of them even with a purge delay
+ * of 1 ms). So a span's warm granules also go back one by one, by a clock
+ * per arena: at a pass at least the purge delay after epoch_ms, a warm
+ * free granule without its recent bit has been free since before
+ * epoch_ms, so for at least the delay; then the epoch starts again. A
+ * granule goes back between one and two purge delays after its last
+ * free, whatever its neighbours do. */
 typedef struct large_arena {
   uint8_t *base;
   struct large_arena *next;
   uint32_t nfree;        /* entries in free[], sorted by start */
   uint32_t used;         /* granules in blocks */
+  uint64_t epoch_ms;     /* when recent[] was last cleared */
   uint64_t warm[ARENA_GRANS / 64];
+  uint64_t recent[ARENA_GRANS / 64];
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
@@ -126,12 +139,12 @@ static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay
  * ones, WARM_SET and WARM_CLEAR change them. WARM_ALL uses no popcount: it
  * is a library call on baseline x86-64. */
 enum { WARM_ALL, WARM_COUNT, WARM_SET, WARM_CLEAR };
-static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
+static inline uint32_t arena_bits(uint64_t *bits, uint32_t start, uint32_t n, int op) {
   uint32_t w0 = start >> 6, w1 = (start + n - 1) >> 6, c = 0;
   uint64_t first = ~(uint64_t)0 << (start & 63), last = ~(uint64_t)0 >> (63 - ((start + n - 1) & 63));
   for (uint32_t w = w0; w <= w1; w++) {
     uint64_t m = (w == w0 ? first : ~(uint64_t)0) & (w == w1 ? last : ~(uint64_t)0);
-    uint64_t *x = &a->warm[w];
+    uint64_t *x = &bits[w];
     switch (op) {
     case WARM_ALL:
       if ((*x & m) != m) return 0;
@@ -142,6 +155,9 @@ static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, 
     }
   }
   return op == WARM_ALL ? 1 : c;
+}
+static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
+  return arena_bits(a->warm, start, n, op);
 }
 
 static bool arena_all_warm(large_arena_t *a, uint32_t start, uint32_t n) {
@@ -237,6 +253,7 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
  * gaps between blocks: the table never overflows. Under large_lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
+  arena_bits(a->recent, start, count, WARM_SET);
   arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
   unsigned i = 0;
   while (i < a->nfree && a->free[i].start < start) i++;
@@ -262,34 +279,66 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
   }
 }
 
-/* Decommit free spans idle for the purge delay; unmap arenas that are
- * wholly free and clean, keeping one. Under large_lock. Lowers *next to
- * when the next dirty span becomes due. */
+/* Decommit the warm granules of [lo, lo+n), all free, in one madvise from
+ * the first warm granule to the last: the cold ones between cost the
+ * kernel a page-table walk, not a syscall. Under large_lock. */
+static void arena_decommit(large_arena_t *a, uint32_t lo, uint32_t n) {
+  uint32_t warm = arena_warm(a, lo, n, WARM_COUNT), hi = lo + n;
+  if (warm == 0) return;
+  while (!arena_granule_warm(a, lo)) lo++;
+  while (!arena_granule_warm(a, hi - 1)) hi--;
+  os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
+  arena_warm(a, lo, hi - lo, WARM_CLEAR);
+  size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
+  arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+  decay_count(b);
+}
+
+static bool arena_granule_recent(const large_arena_t *a, uint32_t g) {
+  return (a->recent[g >> 6] >> (g & 63)) & 1;
+}
+
+/* Decommit free spans idle for the purge delay, and at the end of an
+ * arena's epoch the granules of the others free since before it (see
+ * recent[]); unmap arenas that are wholly free and clean, keeping one.
+ * Under large_lock. Lowers *next to when the next warm granule becomes
+ * due. */
 static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
   uint64_t delay = opt.purge_delay_ms;
   large_arena_t **link = &large_arenas;
   while (*link != NULL) {
     large_arena_t *a = *link;
     bool clean = true;
+    bool tick = force || now - a->epoch_ms >= delay;
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
-      uint32_t warm = arena_warm(a, s->start, s->count, WARM_COUNT);
-      if (warm == 0) continue;
+      if (arena_warm(a, s->start, s->count, WARM_COUNT) == 0) continue;
       if (force || now - s->freed_ms >= delay) {
-        /* One madvise from the first warm granule to the last: the cold
-         * ones between cost the kernel a page-table walk, not a syscall. */
-        uint32_t lo = s->start, hi = s->start + s->count;
-        while (!arena_granule_warm(a, lo)) lo++;
-        while (!arena_granule_warm(a, hi - 1)) hi--;
-        os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
-        arena_warm(a, lo, hi - lo, WARM_CLEAR);
-        size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
-        arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
-        decay_count(b);
-      } else {
-        if (s->freed_ms + delay < *next) *next = s->freed_ms + delay;
-        clean = false;
+        arena_decommit(a, s->start, s->count);
+        continue;
       }
+      if (tick) {
+        uint32_t end = s->start + s->count;
+        for (uint32_t g = s->start; g < end;) {
+          if (arena_granule_recent(a, g)) {
+            g++;
+            continue;
+          }
+          uint32_t k = g;
+          while (k < end && !arena_granule_recent(a, k)) k++;
+          arena_decommit(a, g, k - g);
+          g = k;
+        }
+        if (arena_warm(a, s->start, s->count, WARM_COUNT) == 0) continue;
+      }
+      clean = false;
+      uint64_t due = (tick ? now : a->epoch_ms) + delay;
+      if (s->freed_ms + delay < due) due = s->freed_ms + delay;
+      if (due < *next) *next = due;
+    }
+    if (tick) {
+      memset(a->recent, 0, sizeof a->recent);
+      a->epoch_ms = now;
     }
     if (a->used == 1 && clean && (force || a != large_arenas || a->next != NULL)) {
       *link = a->next;

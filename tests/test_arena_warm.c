@@ -9,13 +9,20 @@
  *           the arena; calloc of 24 MiB from that span zeroes only the 4 MiB
  *           that may be dirty (a flag per span zeroed all 24 MiB, faulting
  *           in 20 MiB the kernel hands out zeroed anyway). The block reads
- *           as zero throughout.
+ *           as zero throughout;
+ *   age:    (its own run, HAKMEM_PURGE_DELAY_MS=50) a freed 4 MiB block
+ *           whose free span keeps growing, a neighbour freed into it every
+ *           20 ms, still goes back once idle: the span's time was its
+ *           newest free, so it never came due (bench_large_churn kept
+ *           12-21 MiB of such spans resident with a 1 ms delay). The block
+ *           freed last is still resident.
  *
- * Run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so that no purge by
- * time changes what is resident meanwhile. RSS bounds are generous: half of
- * what the mechanism saves. Linked against libhakmem.so; no timing.
+ * place and calloc run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so
+ * that no purge by time changes what is resident meanwhile. RSS bounds are
+ * generous: half of what the mechanism saves. Linked against libhakmem.so;
+ * no timing bound: a slow machine only makes the first block idler.
  *
- *   test_arena_warm [place|calloc|all]
+ *   test_arena_warm [place|calloc|all|age]
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -23,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -75,10 +85,63 @@ static void calloc_sparse(void)
   malloc_trim(0);
 }
 
+/* Resident pages of [p, p+n) (page-aligned p), by mincore. */
+static size_t resident_pages(const void *p, size_t n)
+{
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = n / pg, r = 0;
+  unsigned char *v = malloc(np);
+  CHECK(v != NULL && mincore((void *)p, n, v) == 0, "mincore");
+  for (size_t i = 0; i < np; i++) r += v[i] & 1;
+  free(v);
+  return r;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {}
+}
+
+static void age(void)
+{
+  enum { N = 6 };
+  unsigned char *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = malloc(4 * MiB);
+    CHECK(b[i] != NULL, "malloc(4 MiB)");
+    touch(b[i], 4 * MiB, (unsigned char)i);
+  }
+  for (int i = 1; i < N; i++)
+    CHECK(b[i] == b[i - 1] + 4 * MiB + 64 * 1024, "blocks not side by side in an arena (%p after %p)",
+          (void *)b[i], (void *)b[i - 1]);
+  /* b[N-1] stays live: the span b[0..N-2] never merges with the arena's
+   * untouched rest. A block's pages are looked at from 64 KiB in (page
+   * aligned, clear of the header) to 64 KiB before its end. */
+#define INNER(p) ((unsigned char *)(((uintptr_t)(p) + 64 * 1024) & ~(uintptr_t)0xffff))
+  const size_t len = 4 * MiB - 128 * 1024;
+  unsigned char *first = INNER(b[0]);
+  size_t npages = len / (size_t)sysconf(_SC_PAGESIZE);
+  CHECK(resident_pages(first, len) == npages, "a touched block is not resident");
+  free(b[0]);
+  for (int i = 1; i < N - 1; i++) {
+    sleep_ms(40);
+    free(b[i]); /* merges into b[0]'s span: the span's free time is now */
+  }
+  size_t last = resident_pages(INNER(b[N - 2]), len);
+  size_t old = resident_pages(first, len);
+  printf("age: first block (freed %d ms ago, its span grown since) %zu of %zu pages resident; "
+         "block freed last %zu\n", 40 * (N - 2), old, npages, last);
+  CHECK(last * 2 > npages, "the block freed last went back at once (%zu of %zu pages resident)", last, npages);
+  CHECK(old * 10 < npages, "a block free for %d ms (delay 50 ms) is still resident: %zu of %zu pages", 40 * (N - 2),
+        old, npages);
+  free(b[N - 1]);
+}
+
 int main(int argc, char **argv)
 {
   const char *what = argc > 1 ? argv[1] : "all";
   if (!strcmp(what, "place") || !strcmp(what, "all")) place();
   if (!strcmp(what, "calloc") || !strcmp(what, "all")) calloc_sparse();
+  if (!strcmp(what, "age")) age();
   return 0;
 }
