@@ -232,13 +232,20 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
     superslab_t *ss = h->owned_head[kind];
-    if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
+    /* A warm free slab of ours first; else an exited thread's superslab,
+     * before a cold slab of ours: its partial slabs hold free blocks and
+     * its free slabs are warm too, so a program whose threads come and go
+     * reuses what the dead ones left instead of faulting pages in while
+     * that waits out the purge delay. */
+    if (ss != NULL && (ss->free_mask & ss->dirty_mask) != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
       slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);
       if (p != NULL) return p;
       continue;
     }
+    ss = h->owned_head[kind];
+    if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     ss = ss_acquire(kind);
     if (ss == NULL) {
       /* No new superslab (out of memory or address space): a free slab of
@@ -274,33 +281,49 @@ void heap_slab_emptied(heap_t *h, slab_t *s) {
   heap_release_slab_locked(h, s);
 }
 
-/* Blocks came back to s (owner: its owner word as read): a full slab goes
- * back on the partial list, or is released when nothing in it is used; an
- * emptied slab goes as heap_slab_emptied decides. */
-static void heap_slab_regained(heap_t *h, slab_t *s, uintptr_t owner) {
+/* Blocks came back to s (owner: its owner word as read), under h->lock: a
+ * full slab goes back on the partial list, or is released when nothing in
+ * it is used; an emptied slab is released unless it is the current one. */
+static void heap_slab_regained_locked(heap_t *h, slab_t *s, uintptr_t owner) {
   if (owner & OWNER_FULL) {
     remote_unmark_full(s, h);
     if (s->used == 0)
-      heap_release_slab_locked(h, s);
+      heap_release_slab(h, s);
     else
       heap_list_push(h, HEAP_PARTIAL, s);
-  } else if (s->used == 0) {
-    heap_slab_emptied(h, s);
+  } else if (s->used == 0 && s != h->cur[s->cls]) {
+    if (s->on_list) heap_list_remove(h, s);
+    heap_release_slab(h, s);
   }
 }
 
+/* A full slab's free list and count are also written by the collector of
+ * an idle heap (heap_collect_idle), under h->lock: the owner takes the
+ * lock for them too. Only frees into full slabs, which are off the hit
+ * path already. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
+  if (owner & OWNER_FULL) {
+    pthread_mutex_lock(&h->lock);
+    blk_free(b, s->free);
+    s->free = b;
+    s->used--;
+    heap_slab_regained_locked(h, s, owner);
+    pthread_mutex_unlock(&h->lock);
+    return;
+  }
   blk_free(b, s->free);
   s->free = b;
   s->used--;
-  heap_slab_regained(h, s, owner);
+  if (s->used == 0) heap_slab_emptied(h, s);
 }
 
 /* Blocks other threads freed into our full slabs (linked, and in the
  * checked builds marked free, already). Each published chain is one slab's
  * blocks: a run of blocks of the same slab is spliced onto its list whole,
- * not freed one by one. */
+ * not freed one by one. Under h->lock (see heap_free_local). */
 static void heap_drain_delayed(heap_t *h, bool close) {
+  if (!close && atomic_load_explicit(&h->delayed, memory_order_relaxed) == 0) return;
+  pthread_mutex_lock(&h->lock);
   block_t *b = remote_delayed_take(h, close);
   while (b != NULL) {
     slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
@@ -323,9 +346,10 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     blk_set_next(last, s->free);
     s->free = b;
     s->used = (uint16_t)(s->used - n);
-    heap_slab_regained(h, s, owner);
+    heap_slab_regained_locked(h, s, owner);
     b = next;
   }
+  pthread_mutex_unlock(&h->lock);
 }
 
 void heap_flush_remote(heap_t *h) {
@@ -340,7 +364,10 @@ void heap_flush_remote(heap_t *h) {
 static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if (h->rcache.frees != 0) heap_flush_remote(h);
-  if ((++h->tick & 15) != 0) return;
+  /* Atomic: the collector of idle heaps reads it to see that we refill. */
+  uint32_t tick = h->tick + 1;
+  __atomic_store_n(&h->tick, tick, __ATOMIC_RELAXED);
+  if ((tick & 15) != 0) return;
   /* A sweep reads every waiting slab's descriptor (up to four per class,
    * cold lines): a thread whose slabs get nothing back from other threads
    * backs off to a sweep every HEAP_SWEEP_GAP_MAX refills (bench_peak_mem

@@ -13,9 +13,11 @@
  * every heap), heap_prof.c (the profiling batches), heap_check.c (the
  * checkers) and heap_xc.c (the kept blocks); heap_impl.h is what they
  * share.
- * Promises: only the owning thread touches a heap's slab lists and its
- * slabs' free lists; the page level (superslab lists and masks) is shared
- * with the purge thread under the heap's lock; everything here except the
+ * Promises: only the owning thread touches a heap's slab lists and the
+ * free lists of its slabs not marked full; the page level (superslab lists
+ * and masks) and the full slabs' lists are shared with the purge thread
+ * under the heap's lock (which collects the delayed list of a heap whose
+ * thread stopped refilling: heap_purge.c); everything here except the
  * inline accessors is cold.
  * May call: superslab, remote, decay, sizeclass, os, options, prof (batch
  * sampling), report (overwritten lists), stats.
@@ -104,8 +106,14 @@ typedef struct heap {
    * heap_prof.c (heap_batch_refill), without the slabs' refill. */
   slab_t *batch;                     /* HAK_NCLASS descriptors while profiling, or NULL */
   slab_t *batch_mem;                 /* their memory, kept while the heap is pooled */
-  uint32_t tick;
+  uint32_t tick;                     /* refills (atomic stores: the collector reads it) */
   uint32_t sweep_tick, sweep_gap;    /* next sweep of the waiting slabs, and the gap */
+  /* The collector of an idle heap's delayed list (heap_collect_idle),
+   * under lock: the refill count it last saw, since when, and how many
+   * purge delays (a power of two) it waits before it looks again. */
+  uint32_t idle_tick;
+  uint32_t idle_shift;
+  uint64_t idle_ms;
   /* The pass over the free lists of classes of SLAB_COOL_MIN and more
    * (heap_cool): when it is next due (UINT64_MAX: no such slab yet), and
    * its count, which the tags of the blocks it saw free carry. */

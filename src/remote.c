@@ -122,3 +122,12 @@ block_t *remote_delayed_take(heap_t *h, bool close) {
   }
   return d == HEAP_DELAYED_CLOSED ? NULL : (block_t *)d;
 }
+
+void remote_delayed_put(heap_t *h, block_t *head, block_t *tail) {
+  uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+  do {
+    HAK_ASSERT(d != HEAP_DELAYED_CLOSED);
+    blk_set_next(tail, (block_t *)d);
+  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head, memory_order_release,
+                                                  memory_order_relaxed));
+}

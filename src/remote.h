@@ -83,8 +83,12 @@ int remote_flush(remote_cache_t *rc);
 bool remote_mark_full(slab_t *s, struct heap *h);
 /* Owner: s (full) got a block back. */
 void remote_unmark_full(slab_t *s, struct heap *h);
-/* Owner: take the delayed list; close it for good when the thread exits. */
+/* Owner: take the delayed list; close it for good when the thread exits.
+ * (Also the collector of an idle heap, under its lock.) */
 block_t *remote_delayed_take(struct heap *h, bool close);
+/* The collector of an idle heap, under its lock (so the list is open):
+ * put the chain head..tail back on h's delayed list. */
+void remote_delayed_put(struct heap *h, block_t *head, block_t *tail);
 /* Does s have remote frees waiting? */
 HAK_INLINE bool remote_has_frees(const slab_t *s) {
   return (atomic_load_explicit(&s->thread_free, memory_order_relaxed) & TF_PTR_MASK) != 0;

@@ -103,7 +103,13 @@ typedef struct slab {
   uint8_t pad2;
   uint32_t bsize;             /* block size */
   uint32_t index;             /* slab index in its superslab */
-  uint8_t pad3[12];
+  /* The collector of an idle heap's delayed list (heap_collect_idle),
+   * under the heap's lock: which pass last counted this full slab's
+   * blocks on the list, how many, and whether it released the slab. */
+  uint32_t collect_stamp;
+  uint16_t collect_n;
+  uint8_t collect_done;
+  uint8_t pad3[5];
 } slab_t;
 
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
