@@ -232,20 +232,13 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
   for (int adopted = 0;; adopted++) {
     superslab_t *ss = h->owned_head[kind];
-    /* A warm free slab of ours first; else an exited thread's superslab,
-     * before a cold slab of ours: its partial slabs hold free blocks and
-     * its free slabs are warm too, so a program whose threads come and go
-     * reuses what the dead ones left instead of faulting pages in while
-     * that waits out the purge delay. */
-    if (ss != NULL && (ss->free_mask & ss->dirty_mask) != 0) return heap_take_slab(h, ss, cls);
+    if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
       slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);
       if (p != NULL) return p;
       continue;
     }
-    ss = h->owned_head[kind];
-    if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
     ss = ss_acquire(kind);
     if (ss == NULL) {
       /* No new superslab (out of memory or address space): a free slab of
