@@ -140,6 +140,7 @@ heap_t *heap_thread_init(void) {
     closed = h->batch == NULL;
   }
   h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
+  h->kid = os_thread_kid();
   heap_front.self = h;
   heap_front.heap = closed ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the
@@ -425,6 +426,9 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
    * like a thread's, so sampled blocks freed here are reclaimed): a new one
    * is made on demand. */
   heap_prof = NULL;
+  /* The forking thread has a new kernel id here (the idle-heap collector
+   * reads its CPU time by it). */
+  if (keep != NULL && keep != keep2) keep->kid = os_thread_kid();
   for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been

@@ -114,6 +114,9 @@ typedef struct heap {
   uint32_t idle_tick;
   uint32_t idle_shift;
   uint64_t idle_ms;
+  uint64_t idle_since;               /* the last look that saw it refill or run */
+  uint64_t idle_cpu_ns;              /* its thread's CPU time at that look */
+  uint32_t kid;                      /* its thread's kernel id (0: none) */
   /* The pass over the free lists of classes of SLAB_COOL_MIN and more
    * (heap_cool): when it is next due (UINT64_MAX: no such slab yet), and
    * its count, which the tags of the blocks it saw free carry. */

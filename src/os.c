@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -156,6 +157,22 @@ bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target) {
   /* target's own mapping (new_size) was replaced; the old range is gone. */
   atomic_fetch_sub_explicit(&os_stats.mapped, old_size, memory_order_relaxed);
   return true;
+}
+
+uint32_t os_thread_kid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
+  /* Linux's per-thread CPU clock of a thread id (the clock ids
+   * pthread_getcpuclockid makes: ~tid << 3 | per-thread | sched), built from
+   * the kernel id, not a pthread_t a thread's exit may free: the kernel
+   * answers only for a thread of the caller's own process. */
+  clockid_t id = (clockid_t)((~(clockid_t)kid << 3) | 4 | 2);
+  struct timespec ts;
+  int saved = errno;
+  bool ok = clock_gettime(id, &ts) == 0;
+  errno = saved;
+  if (ok) *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return ok;
 }
 
 uint64_t os_now_ms(void) {

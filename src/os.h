@@ -45,6 +45,11 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size);
  * os_map_aligned, which it replaces). */
 bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target);
 uint64_t os_now_ms(void);
+/* The calling thread's kernel id (gettid). */
+uint32_t os_thread_kid(void);
+/* CPU time thread kid of this process has run, in ns; false if there is no
+ * such thread in this process (it exited). */
+bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns);
 /* True if the page holding p is mapped (mincore); for vetting pointers that
  * are not ours before reading around them. */
 bool os_is_mapped(const void *p);
