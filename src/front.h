@@ -29,6 +29,9 @@
 #include "stats.h"
 #include "superslab.h"
 
+_Static_assert(SS_SLABS_OFFSET == OWN_DESC_OFFSET && sizeof(slab_t) == (1u << OWN_DESC_SHIFT),
+               "ownmap_slab_at computes descriptors from the superslab layout");
+
 void *alloc_slow(size_t size) HAK_SLOW;
 void free_slow(void *p) HAK_SLOW;
 void alloc_slab_emptied(slab_t *s) HAK_COLD;
@@ -61,9 +64,9 @@ HAK_INLINE void *front_malloc(size_t size) {
  * sized variant, so a report names the call the program made). */
 HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
   uintptr_t a = (uintptr_t)p;
-  unsigned shift = ownmap_load(a);
-  if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
-    slab_t *s = ss_slab_of(p, shift);
+  uint64_t e = ownmap_entry(a);
+  if (HAK_LIKELY(ownmap_is_slab(e))) {
+    slab_t *s = (slab_t *)ownmap_slab_at(e, a);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
     if (HAK_LIKELY(owner == HAK_THREAD_ID() && slab_hit_is_block_start(s, p))) {
       block_t *b = p;
@@ -98,9 +101,9 @@ HAK_INLINE void front_free(void *p) { front_free_to(p, free_slow); }
  * memory call it about twice per allocation (redis does); everything else,
  * with its checks and reports, is alloc_usable_size. */
 HAK_INLINE size_t front_usable_size(const void *p) {
-  unsigned shift = ownmap_load((uintptr_t)p);
-  if (HAK_LIKELY(shift >= HAK_SMALL_SLAB_SHIFT)) {
-    const slab_t *s = ss_slab_of(p, shift);
+  uint64_t e = ownmap_entry((uintptr_t)p);
+  if (HAK_LIKELY(ownmap_is_slab(e))) {
+    const slab_t *s = (const slab_t *)ownmap_slab_at(e, (uintptr_t)p);
     if (HAK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == HAK_THREAD_ID() &&
                    slab_hit_is_block_start(s, p) && !slab_block_is_free(s, p, true, false)))
       return s->bsize;
