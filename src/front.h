@@ -4,13 +4,14 @@
  * Owns: nothing; reads the thread's front (heap.h), the ownership map and
  * slab descriptors. Promises: malloc of 0..1024 bytes on a cache hit is one
  * load of the direct table, one test of the list head and a pop; free of a
- * block whose slab belongs to the calling thread is one map load, the owner
- * test, a double-free test and a push onto the list malloc pops (LIFO: the
- * block freed last is reused first, while it is in this core's cache). The
- * tests are superslab.h's helpers: in the default build the head test is a
- * NULL test, the double-free test one compare with the list head (the
- * block freed last), and there is no block-start test — malloc 14 and free
- * 25 instructions on x86-64; in the checked builds (secure, debug;
+ * block whose slab belongs to the calling thread is one map load (whose
+ * entry locates the slab's descriptor: ownmap.h), the owner test, a
+ * double-free test and a push onto the list malloc pops (LIFO: the block
+ * freed last is reused first, while it is in this core's cache). The tests
+ * are superslab.h's helpers: in the default build the head test is a NULL
+ * test, the double-free test one compare with the list head (the block
+ * freed last), and there is no block-start test — malloc 15 (with the
+ * pop's prefetch of the next block) and free 23 instructions on x86-64; in the checked builds (secure, debug;
  * HAK_CHECKED) the head must lie in its slab (which also rejects a
  * corrupted link), the pop clears the block's free mark, and free tests
  * that p starts a block (a multiply, no division) and is not marked free
@@ -48,7 +49,7 @@ HAK_INLINE void *front_malloc(size_t size) {
 #if defined(__x86_64__)
   /* The block is what malloc returns: load it into the return register.
    * Left alone, gcc 12 puts the slab there (it reuses the table index's
-   * register) and pays a move before the ret: 15 instructions, 14 so. An
+   * register) and pays a move before the ret: one instruction more. An
    * empty asm; it only names the register. */
   __asm__("" : "+a"(b));
 #endif
