@@ -285,6 +285,20 @@ void *alloc_calloc(size_t n, size_t size) {
    * fresh memory unwritten, which malloc and a memset would not. */
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_calloc(n, size);
   if (total <= HAK_SMALL_MAX) {
+    /* Above the direct table's sizes malloc takes the slow path anyway:
+     * calloc's own asks the heap for a block the kernel zeroed and nobody
+     * wrote since, which it leaves unwritten (calloc(1 MB) x 1000 with a
+     * byte touched in each: 983 MB and 1.6 s before, 6.8 MB now; glibc
+     * 5.2 MB). */
+    heap_t *h = heap_front.heap;
+    if (total > HAK_FAST_MAX && h != NULL) {
+      bool zeroed = false;
+      void *p = heap_calloc_class(h, sc_of(total), &zeroed);
+      if (p != NULL) {
+        if (!zeroed) memset(p, 0, total);
+        return p;
+      }
+    }
     void *p = front_malloc(total);
     if (p != NULL) memset(p, 0, total);
     return p;

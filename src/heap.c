@@ -456,19 +456,35 @@ static void heap_list_corrupt(slab_t *s) {
 }
 
 /* Give s a free list: what other threads freed first (reuse before
- * touching new memory), then fresh blocks. False if s has none left. */
-static bool heap_slab_refill(slab_t *s) {
-  if (ss_slab_collect(s) != 0) return true;
+ * touching new memory), then fresh blocks. HEAP_SLAB_NONE if s has none
+ * left. For calloc (zero_ok), HEAP_SLAB_CLEAN instead of carving from a
+ * clean slab: the caller takes the next block on its own (heap_take_clean). */
+enum { HEAP_SLAB_NONE, HEAP_SLAB_LIST, HEAP_SLAB_CLEAN };
+static int heap_slab_refill(slab_t *s, bool zero_ok) {
+  if (ss_slab_collect(s) != 0) return HEAP_SLAB_LIST;
+  if (zero_ok && s->clean && s->carved < s->capacity) return HEAP_SLAB_CLEAN;
   if (s->cold != NULL) { /* decommitted past their first page: reused before fresh ones */
     s->free = s->cold;
     s->cold = NULL;
-    return true;
+    return HEAP_SLAB_LIST;
   }
   if (s->carved < s->capacity) {
     ss_slab_carve(s);
-    return true;
+    return HEAP_SLAB_LIST;
   }
-  return false;
+  return HEAP_SLAB_NONE;
+}
+
+/* The next block of a clean slab (s->clean, carved < capacity, no free
+ * list), carved on its own and not linked: no byte of it was written since
+ * the kernel zeroed it, so calloc need not write it either and its pages
+ * are touched only by the program (glibc leaves fresh memory from the top
+ * of its heap or from mmap unwritten the same way). */
+static block_t *heap_take_clean(slab_t *s) {
+  block_t *b = (block_t *)(s->area + (size_t)s->carved * s->bsize);
+  s->carved++;
+  s->used++;
+  return b;
 }
 
 /* Does a waiting slab have blocks again (freed by us or by others)? */
@@ -523,7 +539,9 @@ static void *heap_prof_sample(unsigned cls) {
 }
 
 /* The refill proper (heap_alloc_refill below is its entry). */
-static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
+/* zeroed: NULL for malloc; for calloc, set when the block returned is
+ * known to be zero (heap_take_clean). */
+static HAK_NOINLINE void *heap_refill_as(heap_t *h, unsigned cls, heap_oom_fn oom, bool *zeroed) {
   heap_maintain(h);
   if (h->batch != NULL) {
     slab_t *sh = &h->batch[cls];
@@ -534,10 +552,17 @@ static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) 
     }
   }
   slab_t *s = h->cur[cls];
+  block_t *b = NULL;
   for (;;) {
     if (s != &heap_empty_slab) {
       if (HAK_UNLIKELY(s->free != NULL && !slab_holds(s, s->free))) heap_list_corrupt(s);
-      if (s->free != NULL || heap_slab_refill(s)) {
+      int r = s->free != NULL ? HEAP_SLAB_LIST : heap_slab_refill(s, zeroed != NULL);
+      if (r == HEAP_SLAB_CLEAN) {
+        b = heap_take_clean(s);
+        *zeroed = true;
+        break;
+      }
+      if (r == HEAP_SLAB_LIST) {
         if (HAK_LIKELY(slab_holds(s, s->free))) break;
         heap_list_corrupt(s);
         continue;
@@ -557,8 +582,10 @@ static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) 
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
-  if (h->batch != NULL) return heap_batch_take(h, cls, s);
-  block_t *b = slab_pop(s, s->free);
+  if (b == NULL) {
+    if (h->batch != NULL) return heap_batch_take(h, cls, s);
+    b = slab_pop(s, s->free);
+  }
   /* The heap is consistent again: a safe point — except for the shared
    * exit and profiling heaps, whose locks are held here (pthread_create
    * allocates). */
@@ -572,6 +599,30 @@ static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) 
 static HAK_NOINLINE void *heap_batch_settle(heap_t *h, unsigned cls, heap_oom_fn oom) {
   heap_flush_remote(h);
   return heap_batch_refill(h, cls, oom);
+}
+
+static HAK_NOINLINE void *heap_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  return heap_refill_as(h, cls, oom, NULL);
+}
+
+void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
+#if HAK_SECURE
+  /* Its carving order is random, and stays so. */
+  (void)h, (void)cls, (void)zeroed;
+  return NULL;
+#else
+  slab_t *s = h->front[cls];
+  if (h->batch != NULL) return NULL;
+  HAK_STAT(ST_ALLOC);
+  HAK_STAT_CLS(cls_alloc, cls);
+  block_t *b = s->free;
+  if (b != NULL && slab_can_pop(s, b)) return slab_pop(s, b);
+  if (b == NULL && s->clean && s->carved < s->capacity && !remote_has_frees(s)) {
+    *zeroed = true;
+    return heap_take_clean(s);
+  }
+  return heap_refill_as(h, cls, NULL, zeroed);
+#endif
 }
 
 void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {

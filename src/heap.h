@@ -193,6 +193,12 @@ void heap_xc_flush(heap_t *h);
 #else
 HAK_INLINE void heap_xc_flush(heap_t *h) { (void)h; }
 #endif
+/* calloc's block of class cls from h, the calling thread's heap (not
+ * profiling): *zeroed is set when no byte of it was written since the
+ * kernel zeroed it (the next block of a slab taken clean, carved on its
+ * own: heap.c). NULL when out of memory, or in the secure build (its
+ * carving order is random): calloc then takes malloc's path. */
+void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed);
 /* Publish the calling thread's pending remote frees. */
 void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */

@@ -281,6 +281,9 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   slab_t *s = &ss->slabs[idx];
   uint64_t bit = (uint64_t)1 << idx;
   HAK_ASSERT(ss->free_mask & bit);
+  /* A free slab outside dirty_mask is fresh from the kernel or was
+   * decommitted (MADV_DONTNEED: zero-fill on the next touch). */
+  s->clean = (ss->dirty_mask & bit) == 0;
   ss->free_mask &= ~bit;
   ss->dirty_mask &= ~bit;
   s->free = NULL;

@@ -74,7 +74,9 @@ typedef struct slab {
   uint16_t used;              /* blocks not on `free` (handed out, or freed remotely) */
   uint16_t carved;            /* blocks carved from fresh memory so far */
   uint8_t on_list;            /* which of its heap's slab lists holds it: 0 none, else HEAP_PARTIAL/HEAP_WAITING + 1 */
-  uint8_t pad0[3];
+  uint8_t clean;              /* its pages were zero when it was taken (fresh or
+                                 decommitted): the blocks past `carved` still are */
+  uint8_t pad0[2];
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48: a
                                     publisher writes it once per batch */
   struct slab *next;          /* owner heap's slab list (slab_dlist) */

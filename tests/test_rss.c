@@ -1,8 +1,9 @@
 /*
  * test_rss.c — memory is reused and returned: resident set size stays
  * bounded under churn that would leak gigabytes if freed memory were lost
- * (single thread, cross-thread frees, thread exit), and hak_collect(1) gives
- * freed large memory back to the OS. Linked against libhakmem.so.
+ * (single thread, cross-thread frees, thread exit), hak_collect(1) gives
+ * freed large memory back to the OS, and calloc leaves memory the kernel
+ * zeroed unwritten. Linked against libhakmem.so.
  *
  *   test_rss [--scale=N]
  */
@@ -180,6 +181,53 @@ static void collect(void)
         full / MiB, after / MiB);
 }
 
+/* 5. calloc of memory the kernel zeroed does not write it: a program that
+ * callocs big tables and touches a little of each holds only what it
+ * touched (as with glibc, whose big callocs are fresh mappings). Every
+ * byte reads zero, fresh or reused. */
+static int all_zero(const unsigned char *p, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0) return 0;
+  return 1;
+}
+
+static void calloc_fresh(void)
+{
+  static const size_t sizes[] = {20000, 300000, 1000000};
+  enum { N = 32, NS = sizeof sizes / sizeof sizes[0] };
+  static unsigned char *p[NS][N];
+  size_t asked = 0;
+  hak_collect(1);
+  size_t base = tu_rss_bytes();
+  for (int k = 0; k < NS; k++)
+    for (int i = 0; i < N; i++) {
+      p[k][i] = calloc(1, sizes[k]);
+      CHECK(p[k][i] != NULL, "calloc(1, %zu)", sizes[k]);
+      CHECK(all_zero(p[k][i], sizes[k]), "calloc(1, %zu) #%d: not all zero", sizes[k], i);
+      p[k][i][sizes[k] / 2] = 1;
+      asked += sizes[k];
+    }
+  size_t grew = tu_rss_bytes() - base;
+  printf("calloc_fresh: %.1f MiB asked, one byte of each block touched: RSS +%.1f MiB\n", (double)asked / MiB,
+         (double)grew / MiB);
+  CHECK(grew < asked / 4, "calloc of %zu MiB, one byte touched per block: RSS grew %zu MiB (calloc wrote fresh memory)",
+        asked / MiB, grew / MiB);
+  for (int k = 0; k < NS; k++)
+    for (int i = 0; i < N; i++) {
+      memset(p[k][i], 0xa5, sizes[k]);
+      free(p[k][i]);
+    }
+  for (int k = 0; k < NS; k++)
+    for (int i = 0; i < N; i++) {
+      p[k][i] = calloc(sizes[k], 1);
+      CHECK(p[k][i] != NULL, "calloc(%zu, 1)", sizes[k]);
+      CHECK(all_zero(p[k][i], sizes[k]), "calloc(%zu, 1) #%d of reused memory: not all zero", sizes[k], i);
+    }
+  for (int k = 0; k < NS; k++)
+    for (int i = 0; i < N; i++) free(p[k][i]);
+}
+
 int main(int argc, char **argv)
 {
   scale = (unsigned)test_param(argc, argv, "scale", "HAKMEM_TEST_SCALE", 1);
@@ -198,6 +246,7 @@ int main(int argc, char **argv)
   base = tu_rss_bytes();
   thread_exit(base);
   collect();
+  calloc_fresh();
   printf("test_rss: passed\n");
   return 0;
 }
