@@ -11,7 +11,8 @@
  * are superslab.h's helpers: in the default build the head test is a NULL
  * test, the double-free test one compare with the list head (the block
  * freed last), and there is no block-start test — malloc 15 (with the
- * pop's prefetch of the next block) and free 23 instructions on x86-64; in the checked builds (secure, debug;
+ * pop's prefetch of the next block) and free 23 instructions on x86-64;
+ * in the checked builds (secure, debug;
  * HAK_CHECKED) the head must lie in its slab (which also rejects a
  * corrupted link), the pop clears the block's free mark, and free tests
  * that p starts a block (a multiply, no division) and is not marked free

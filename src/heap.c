@@ -611,16 +611,14 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
   (void)h, (void)cls, (void)zeroed;
   return NULL;
 #else
-  slab_t *s = h->front[cls];
   if (h->batch != NULL) return NULL;
   HAK_STAT(ST_ALLOC);
   HAK_STAT_CLS(cls_alloc, cls);
+  /* A free block first (its pages are resident: clearing it costs no
+   * memory); else the refill, which takes a clean slab's next block. */
+  slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (b != NULL && slab_can_pop(s, b)) return slab_pop(s, b);
-  if (b == NULL && s->clean && s->carved < s->capacity && !remote_has_frees(s)) {
-    *zeroed = true;
-    return heap_take_clean(s);
-  }
   return heap_refill_as(h, cls, NULL, zeroed);
 #endif
 }
