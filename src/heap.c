@@ -330,12 +330,9 @@ static void heap_drain_delayed(heap_t *h, bool close) {
       b = next;
       continue;
     }
-    block_t *last = b;
-    unsigned n = 1;
-    while ((next = blk_next(last)) != NULL && slab_holds(s, next) && n < s->used) {
-      last = next;
-      n++;
-    }
+    block_t *last;
+    unsigned n = heap_run_len(s, b, s->used, &last);
+    next = blk_next(last);
     HAK_ASSERT(s->used >= n);
     blk_set_next(last, s->free);
     s->free = b;

@@ -75,6 +75,21 @@ HAK_INLINE void heap_dirty_add(heap_t *h, size_t bytes, long sign) {
   atomic_store_explicit(&h->dirty_bytes, d, memory_order_relaxed);
 }
 
+/* A delayed list holds runs of blocks of one slab (a remote publish links
+ * a batch of one slab): the length of the run of s's blocks starting at b,
+ * at most max, and its last block. The one walk of the owner's drain
+ * (heap.c) and of the idle heap's collector (heap_purge.c). */
+HAK_INLINE unsigned heap_run_len(const slab_t *s, block_t *b, unsigned max, block_t **last) {
+  unsigned n = 1;
+  block_t *next;
+  while ((next = blk_next(b)) != NULL && slab_holds(s, next) && n < max) {
+    b = next;
+    n++;
+  }
+  *last = b;
+  return n;
+}
+
 /* ---- heap_purge.c -------------------------------------------------------- */
 
 /* s, a slab of h nobody uses, goes back to its superslab, resident; the

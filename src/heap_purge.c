@@ -226,14 +226,7 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
  * length. */
 static slab_t *heap_run(block_t *b, block_t **last, unsigned *n) {
   slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
-  unsigned k = 1;
-  block_t *x = b, *next;
-  while ((next = blk_next(x)) != NULL && slab_holds(s, next)) {
-    x = next;
-    k++;
-  }
-  *last = x;
-  *n = k;
+  *n = heap_run_len(s, b, ~0u, last);
   return s;
 }
 
