@@ -78,6 +78,7 @@ static void heap_reset(heap_t *h) {
   h->tick = 0;
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   h->cool_ms = UINT64_MAX;
+  h->cool_big_ms = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
 #if HEAP_XC_ENABLE
@@ -166,8 +167,8 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
  * over them is due every purge delay from now on (heap_maintain). Called
  * where slabs change hands, not where they become current. */
 static void heap_cool_schedule(heap_t *h, unsigned cls) {
-  if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_COOL_MIN)
-    h->cool_ms = os_now_ms() + opt.purge_delay_ms;
+  if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_RUN_COOL_MIN)
+    h->cool_ms = os_now_ms() + opt.purge_delay_ms / HEAP_COOL_STEPS;
 }
 
 static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
@@ -381,7 +382,7 @@ static void heap_maintain(heap_t *h) {
     }
     if (now >= h->cool_ms) {
       decay_count(heap_cool(h, false));
-      h->cool_ms = now + opt.purge_delay_ms;
+      h->cool_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
     }
   }
 }
@@ -399,7 +400,7 @@ void heap_drain_self(bool force) {
   uint64_t now = os_now_ms();
   if (force || now >= self->cool_ms) {
     decay_count(heap_cool(self, force));
-    self->cool_ms = now + opt.purge_delay_ms;
+    self->cool_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
   }
 }
 
@@ -460,9 +461,8 @@ enum { HEAP_SLAB_NONE, HEAP_SLAB_LIST, HEAP_SLAB_CLEAN };
 static int heap_slab_refill(slab_t *s, bool zero_ok) {
   if (ss_slab_collect(s) != 0) return HEAP_SLAB_LIST;
   if (zero_ok && s->clean && s->carved < s->capacity) return HEAP_SLAB_CLEAN;
-  if (s->cold != NULL) { /* decommitted past their first page: reused before fresh ones */
-    s->free = s->cold;
-    s->cold = NULL;
+  if (s->cold != NULL) { /* pages given back: reused before fresh ones */
+    ss_slab_uncool(s);
     return HEAP_SLAB_LIST;
   }
   if (s->carved < s->capacity) {

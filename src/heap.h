@@ -117,10 +117,13 @@ typedef struct heap {
   uint64_t idle_since;               /* the last look that saw it refill or run */
   uint64_t idle_cpu_ns;              /* its thread's CPU time at that look */
   uint32_t kid;                      /* its thread's kernel id (0: none) */
-  /* The pass over the free lists of classes of SLAB_COOL_MIN and more
-   * (heap_cool): when it is next due (UINT64_MAX: no such slab yet), and
-   * its count, which the tags of the blocks it saw free carry. */
+  /* The pass over idle free blocks (heap_cool): when it is next due
+   * (UINT64_MAX: no slab it could cool yet; it runs HEAP_COOL_STEPS times
+   * per purge delay); when its look at the free lists of classes of
+   * SLAB_COOL_MIN and more is next due (once per delay), and that look's
+   * count, which the tags of the blocks it saw free carry. */
   uint64_t cool_ms;
+  uint64_t cool_big_ms;
   uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;

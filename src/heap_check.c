@@ -36,12 +36,14 @@ void slab_check(const heap_t *h, const slab_t *s) {
     HEAP_CHECK(slab_is_block_start(s, b));
     n++;
   }
-  /* And the cold list (blocks whose pages past the first went back). */
+  /* And the cold list (runs of blocks whose pages went back). */
   for (const block_t *b = s->cold; b != NULL; b = blk_next(b)) {
     if (!slab_holds(s, b)) return;
-    HEAP_CHECK(n < s->carved && s->bsize >= SLAB_COOL_MIN);
+    uint32_t len = slab_cold_len(b);
+    HEAP_CHECK(len >= 1 && n + len <= s->carved && s->bsize >= SLAB_RUN_COOL_MIN);
+    HEAP_CHECK(len == 1 || s->bsize < SLAB_COOL_MIN);
     HEAP_CHECK(slab_is_block_start(s, b));
-    n++;
+    n += len;
   }
   HEAP_CHECK(n == (unsigned)(s->carved - s->used));
   if (owner & OWNER_FULL) HEAP_CHECK(s->free == NULL && s->cold == NULL && s->carved == s->capacity);

@@ -28,6 +28,8 @@ extern heap_t *heap_all;
 HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   unsigned c = s->cls;
   s->on_list = (uint8_t)(l + 1);
+  s->cool_mark = 0; /* idle on the list from now (heap_cool) */
+  s->cool_used = UINT16_MAX;
   slab_dlist_push_back(&h->list_head[l][c], s);
   if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
@@ -102,11 +104,16 @@ void heap_release_slab_locked(heap_t *h, slab_t *s);
  * h->lock. Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force);
 /* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
- * free at the previous pass too (a purge delay ago: the pass runs at most
- * that often), or all of them if force, give their pages past the first
- * back and move to their slab's cold list. Returns the bytes decommitted.
- * Owner thread only (free lists are its). */
+ * free a purge delay ago too (a pass looks at them at most once a delay),
+ * or all of them if force, give their pages past the first
+ * back and move to their slab's cold list. So do the runs of free blocks
+ * of smaller classes that cover whole pages, in slabs on the partial list
+ * for a purge delay (first seen by a pass that long ago), or in every
+ * partial slab if force.
+ * Returns the bytes decommitted. Owner thread only (free lists are its). */
 size_t heap_cool(heap_t *h, bool force);
+/* heap_cool runs this many times per purge delay (heap.c schedules it). */
+#define HEAP_COOL_STEPS 4u
 /* Waiting slabs of h whose blocks all came back go to their superslab.
  * Returns whether any block came back. Owner thread. */
 bool heap_sweep_waiting(heap_t *h);

@@ -29,6 +29,7 @@
 #include "superslab.h"
 
 #include <pthread.h>
+#include <string.h>
 
 heap_t *heap_all;
 
@@ -123,8 +124,7 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
         os_decommit((void *)lo, hi - lo);
         total += hi - lo;
       }
-      blk_set_next(b, s->cold);
-      s->cold = b;
+      slab_cold_push(s, b, 1);
     } else {
       ANN_FREE_WRITE(*tag, heap_cool_tag(b, epoch));
       prev = b;
@@ -134,16 +134,171 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
   return total;
 }
 
-size_t heap_cool(heap_t *h, bool force) {
-  uint32_t epoch = ++h->cool_epoch;
+/* ---- whole free pages of idle partial slabs ------------------------------ */
+
+/* A slab of a smaller class on its heap's partial list is not allocated
+ * from: its free blocks wait until the current slab runs out. When a
+ * program's phase ends (a collection that frees nine blocks in ten of a
+ * size it then stops asking for: ruby, compilers), every slab of that
+ * class stays there with its free blocks resident, and no other class can
+ * use them (glibc coalesces them into chunks of any size). A slab that a
+ * pass finds still on the list a purge delay later, with blocks freed
+ * since the last time, gives back the pages that its runs of free blocks
+ * cover wholly: each such run leaves the free list (rebuilt in address
+ * order) for the cold list, and a refill takes it back a carve batch at a time, as
+ * fresh blocks are carved. Returns the bytes decommitted. */
+#define HEAP_RUN_BLOCKS_MAX 2048u /* a 64 KiB slab of 32 B blocks (SLAB_RUN_COOL_MIN) */
+#ifndef HEAP_RUN_PAGES_MIN
+#define HEAP_RUN_PAGES_MIN 2u
+#endif
+static bool heap_run_bit(const uint64_t *bm, unsigned i) { return (bm[i >> 6] >> (i & 63)) & 1; }
+
+/* The free list's walk: a miss on every block (the blocks were freed long
+ * ago, in any order). So the walk goes over up to HEAP_RUN_BATCH slabs'
+ * lists side by side, one step of each in turn, and their misses overlap.
+ * freed[j] gets the bit of every block on v[j]'s list; a list with an
+ * overwritten link (the pop reports it) or a cycle is left out (v[j] =
+ * NULL). */
+#define HEAP_RUN_BATCH 8u
+typedef uint64_t heap_run_map_t[HEAP_RUN_BLOCKS_MAX / 64];
+static void heap_run_walk(slab_t **v, unsigned k, heap_run_map_t *freed) {
+  block_t *b[HEAP_RUN_BATCH];
+  unsigned n[HEAP_RUN_BATCH], live = 0;
+  for (unsigned j = 0; j < k; j++) {
+    memset(freed[j], 0, (v[j]->capacity + 63u) / 64u * sizeof(uint64_t));
+    b[j] = v[j]->free;
+    n[j] = 0;
+    live += b[j] != NULL;
+  }
+  while (live != 0)
+    for (unsigned j = 0; j < k; j++) {
+      if (b[j] == NULL) continue;
+      slab_t *s = v[j];
+      if (!slab_holds(s, b[j]) || ++n[j] > s->capacity) {
+        v[j] = NULL;
+        b[j] = NULL;
+        live--;
+        continue;
+      }
+      /* n / bsize for n below 2^32: the high half of n * ceil(2^64 /
+       * bsize) (Lemire, Kaser and Kurz; the block-start test uses the low
+       * half). */
+      size_t i = (size_t)(((unsigned __int128)((uint8_t *)b[j] - s->area) * s->div_mul) >> 64);
+      freed[j][i >> 6] |= (uint64_t)1 << (i & 63);
+      b[j] = blk_next(b[j]);
+      live -= b[j] == NULL;
+    }
+}
+
+/* s's free blocks are the bits of freed. */
+static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
+  unsigned cap = s->capacity;
+  size_t bs = s->bsize, page = os_page_size;
+  uint64_t cold[HEAP_RUN_BLOCKS_MAX / 64];
+  size_t words = (cap + 63u) / 64u;
+  memset(cold, 0, words * sizeof(uint64_t));
+  /* The maximal runs of free blocks with a whole page past their first
+   * block's link and count become cold. */
+  bool any = false;
+  for (unsigned i = 0; i < cap;) {
+    if (!heap_run_bit(freed, i)) {
+      i++;
+      continue;
+    }
+    unsigned j = i + 1;
+    while (j < cap && heap_run_bit(freed, j)) j++;
+    uintptr_t lo = align_up((uintptr_t)s->area + i * bs + 3 * sizeof(uintptr_t), page);
+    uintptr_t hi = ((uintptr_t)s->area + j * bs) & ~(uintptr_t)(page - 1);
+    if (hi >= lo + HEAP_RUN_PAGES_MIN * page) {
+      for (unsigned k = i; k < j; k++) cold[k >> 6] |= (uint64_t)1 << (k & 63);
+      any = true;
+    }
+    i = j;
+  }
+  if (!any) return 0;
+  /* The free list again, without them: the blocks left, in address order
+   * (one more pass over the list would miss on every block again; these
+   * are few). The cold runs' links are written after, over the list's. */
+  block_t *head = NULL;
+  for (unsigned w = (unsigned)words; w-- > 0;)
+    for (uint64_t m = freed[w] & ~cold[w]; m != 0;) {
+      unsigned bit = 63u - (unsigned)__builtin_clzll(m);
+      m &= ~((uint64_t)1 << bit);
+      block_t *b = (block_t *)(s->area + (size_t)(w * 64u + bit) * bs);
+      blk_set_next(b, head);
+      head = b;
+    }
+  s->free = head;
   size_t total = 0;
-  for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    if (sc_size[c] < SLAB_COOL_MIN) continue;
-    total += heap_cool_slab(h->cur[c], epoch, force); /* the empty sentinel's list is empty */
-    for (unsigned l = 0; l < 2; l++)
-      for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force);
+  for (unsigned i = 0; i < cap;) {
+    if (!heap_run_bit(cold, i)) {
+      i++;
+      continue;
+    }
+    unsigned j = i + 1;
+    while (j < cap && heap_run_bit(cold, j)) j++;
+    block_t *first = (block_t *)(s->area + i * bs);
+    uintptr_t lo = align_up((uintptr_t)first + 3 * sizeof(uintptr_t), page);
+    uintptr_t hi = ((uintptr_t)s->area + j * bs) & ~(uintptr_t)(page - 1);
+    os_decommit((void *)lo, hi - lo);
+    total += hi - lo;
+    slab_cold_push(s, first, j - i);
+    i = j;
   }
   return total;
+}
+
+static size_t heap_cool_batch(slab_t **v, unsigned k) {
+  heap_run_map_t freed[HEAP_RUN_BATCH]; /* 2 KiB */
+  size_t total = 0;
+  heap_run_walk(v, k, freed);
+  for (unsigned j = 0; j < k; j++)
+    if (v[j] != NULL) total += heap_cool_runs(v[j], freed[j]);
+  return total;
+}
+
+size_t heap_cool(heap_t *h, bool force) {
+  slab_t *batch[HEAP_RUN_BATCH];
+  unsigned nb = 0;
+  uint64_t now = os_now_ms();
+  uint32_t now32 = (uint32_t)now | 1u; /* 0 is a slab's "not seen" */
+  /* The pass runs every 1/HEAP_COOL_STEPS of the purge delay; the big
+   * blocks' tags count whole delays. */
+  bool big = force || now >= h->cool_big_ms;
+  uint32_t epoch = h->cool_epoch;
+  if (big) {
+    epoch = ++h->cool_epoch;
+    h->cool_big_ms = now + opt.purge_delay_ms;
+  }
+  size_t total = 0;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    if (sc_size[c] < SLAB_RUN_COOL_MIN) continue;
+    if (sc_size[c] >= SLAB_COOL_MIN) {
+      if (!big) continue;
+      total += heap_cool_slab(h->cur[c], epoch, force); /* the empty sentinel's list is empty */
+      for (unsigned l = 0; l < 2; l++)
+        for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force);
+      continue;
+    }
+    /* A slab first seen on the list a purge delay ago has been there that
+     * long (at most a step more). */
+    for (slab_t *s = h->list_head[HEAP_PARTIAL][c]; s != NULL; s = s->next) {
+      if (s->cool_mark == 0) {
+        s->cool_mark = now32;
+        if (!force) continue;
+      }
+      if ((force || now32 - s->cool_mark >= opt.purge_delay_ms) && s->used != s->cool_used &&
+          s->capacity <= HEAP_RUN_BLOCKS_MAX && (size_t)(s->carved - s->used) * s->bsize >= 2 * os_page_size) {
+        s->cool_used = s->used;
+        batch[nb++] = s;
+        if (nb == HEAP_RUN_BATCH) {
+          total += heap_cool_batch(batch, nb);
+          nb = 0;
+        }
+      }
+    }
+  }
+  return total + heap_cool_batch(batch, nb);
 }
 
 /* Waiting slabs whose blocks all came back (freed by other threads) go to

@@ -308,6 +308,37 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   return s;
 }
 
+/* n consecutive blocks of size bs from first, linked in address order;
+ * the last links to NULL. */
+static block_t *ss_link_run(uint8_t *first, unsigned n, size_t bs) {
+  uint8_t *p = first;
+  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((block_t *)p, (block_t *)(p + bs));
+  blk_set_next((block_t *)p, NULL);
+  return (block_t *)first;
+}
+
+void ss_slab_uncool(slab_t *s) {
+  block_t *b = s->cold;
+  HAK_ASSERT(b != NULL && s->free == NULL);
+  if (!slab_holds(s, b)) {
+    /* A link a use after free overwrote: as a list head, the refill's
+     * caller reports it (heap_list_corrupt). */
+    s->free = b;
+    s->cold = NULL;
+    return;
+  }
+  block_t *next = blk_next(b);
+  /* Runs of more than one block exist in the default build only; the
+   * checked builds do not trust a count a use after free could change. */
+  uint32_t n = HAK_CHECKED ? 1u : slab_cold_len(b);
+  if (n - 1u >= (uint32_t)((s->area + s->span - (uint8_t *)b) / s->bsize)) n = 1; /* never past the area */
+  unsigned k = sc_batch[s->cls];
+  if (k > n) k = n;
+  s->cold = next;
+  if (n > k) slab_cold_push(s, (block_t *)((uint8_t *)b + (size_t)k * s->bsize), n - k);
+  s->free = ss_link_run((uint8_t *)b, k, s->bsize);
+}
+
 void ss_slab_carve(slab_t *s) {
   unsigned n = sc_batch[s->cls];
   unsigned left = (unsigned)s->capacity - s->carved;
@@ -337,10 +368,7 @@ void ss_slab_carve(slab_t *s) {
   }
   s->free = head;
 #else
-  uint8_t *p = first;
-  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((block_t *)p, (block_t *)(p + bs));
-  blk_set_next((block_t *)p, NULL);
-  s->free = (block_t *)first;
+  s->free = ss_link_run(first, n, bs);
 #endif
   s->carved = (uint16_t)(s->carved + n);
 }

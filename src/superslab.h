@@ -84,12 +84,21 @@ typedef struct slab {
     struct slab *prev;        /* in use: slab list */
     uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
   };
-  /* Free blocks of a class of SLAB_COOL_MIN or more that stayed free a
-   * purge delay: their pages past the first are decommitted (the first
-   * holds the link). Linked like `free`; owner only; a refill takes them
-   * once `free` and the remote frees run out, before carving. */
+  /* Free blocks whose pages went back while the slab stays in use, as
+   * runs of consecutive blocks: a run's first block holds the link (like
+   * `free`) and, in its third word, how many blocks the run has; its pages
+   * past the run's first word are decommitted. Blocks of SLAB_COOL_MIN or
+   * more go one by one (runs of one); smaller ones as the runs of whole
+   * free pages of a slab idle on its heap's partial list. Owner only; a
+   * refill takes them once `free` and the remote frees run out, before
+   * carving, a carve batch at a time (ss_slab_uncool). */
   block_t *cold;
-  uint8_t pad1[16];
+  /* The heap's pass over idle partial slabs (heap_cool): when (ms, low
+   * 32 bits, | 1) a pass first saw this slab on its partial list (0: not
+   * since it was pushed there), and its `used` when a pass last cooled it. */
+  uint32_t cool_mark;
+  uint16_t cool_used;
+  uint8_t pad1[10];
   /* Second line: what a free from another thread reads (the owner word and
    * the geometry), written only when the slab changes hands or is marked
    * full. On the first line it shared a cache line with `free` and `used`,
@@ -232,6 +241,19 @@ HAK_INLINE bool slab_hit_is_block_start(const slab_t *s, const void *p) {
  * pages back while the slab stays in use (slab_t.cold): four pages and
  * more, where a block's pages past its first are worth a system call. */
 #define SLAB_COOL_MIN ((uint32_t)16384)
+/* Smaller blocks give back the whole free pages of slabs idle on the
+ * partial list, from this size (a cold run's count needs a third word).
+ * Not in the checked builds: a block whose page went back loses its free
+ * mark, and with it the double-free test of the secure build. */
+#define SLAB_RUN_COOL_MIN ((uint32_t)(HAK_CHECKED ? SLAB_COOL_MIN : 32))
+
+/* A cold run: its first block b, its length in b's third word. */
+HAK_INLINE uint32_t slab_cold_len(const block_t *b) { return (uint32_t)ANN_FREE_READ(((const uintptr_t *)b)[2]); }
+HAK_INLINE void slab_cold_push(slab_t *s, block_t *b, uint32_t n) {
+  ANN_FREE_WRITE(((uintptr_t *)b)[2], (uintptr_t)n);
+  blk_set_next(b, s->cold);
+  s->cold = b;
+}
 
 /* A superslab's kind: the slab size a class asks for (sc_kind). */
 enum { SS_KIND_SMALL = SC_KIND_SMALL, SS_KIND_MEDIUM = SC_KIND_MEDIUM, SS_KIND_BIG = SC_KIND_BIG, SS_KINDS = 3 };
@@ -334,6 +356,11 @@ void ss_cache_unmap_all(void);
 slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
 /* Carve the next batch of fresh blocks onto the (empty) free list. */
 void ss_slab_carve(slab_t *s);
+/* Move up to a carve batch of the first cold run onto the (empty) free
+ * list, in address order; the rest of the run stays cold (its new first
+ * block's page is faulted in to hold the link, as the next batch's
+ * would be). s->cold != NULL. */
+void ss_slab_uncool(slab_t *s);
 /* Owner: move s's thread_free blocks onto its lists; returns how many. */
 unsigned ss_slab_collect(slab_t *s);
 /* Owner or adopter: drop the full mark, keeping any pushed blocks. */

@@ -1,9 +1,9 @@
 /*
- * test_cool.c — free blocks of large classes give their pages back while
- * their slab stays in use (issue 18: page-level decommit inside slabs in
+ * test_cool.c — free blocks give their pages back while their slab stays
+ * in use (large classes block by block, smaller ones as whole free pages) (issue 18: page-level decommit inside slabs in
  * use; heap_purge.c's heap_cool, a slab's cold list).
  *
- *   test_cool PART    parts: collect refill content
+ *   test_cool PART    parts: collect refill content runs
  *
  * Run with HAKMEM_PURGE_DELAY_MS=50 and HAKMEM_BACKGROUND_THREAD=0 (nothing
  * but the owner thread may touch the free lists). Each part allocates 24
@@ -22,6 +22,15 @@
  *           class's next allocations) intact as blocks: written whole and
  *           read back, calloc of them reads zero, and the live blocks kept
  *           their contents throughout.
+ * runs      smaller blocks (512 B, 64 KiB slabs): 24 MiB written, then 31
+ *           of every 32 freed, so every slab keeps a live block and sits on
+ *           its heap's partial list. hak_collect(0) at once gives back
+ *           nothing; after two purge delays (one pass sees the slabs on the
+ *           list, the next cools them) the whole pages of the runs of free
+ *           blocks must have gone back, at least half of the freed bytes;
+ *           then every freed block is handed out again (the class's next
+ *           allocations: no block twice, each written whole and read back,
+ *           calloc of them zero) and the live blocks kept their contents.
  * Every figure is printed, on success too.
  */
 #include <pthread.h>
@@ -159,6 +168,63 @@ static void part_content(void)
   for (int i = 0; i < n; i++) free(again[i]);
 }
 
+static void part_runs(void)
+{
+  enum { RN = 48 * 1024, RKEEP = 32 };
+  const size_t rsz = 512;
+  static unsigned char *r[RN];
+  for (int i = 0; i < RN; i++) {
+    r[i] = malloc(rsz);
+    CHECK(r[i] != NULL, "malloc(%zu)", rsz);
+    fill(r[i], rsz, (unsigned char)i);
+  }
+  size_t before = tu_rss_bytes(), freed = 0;
+  for (int i = 0; i < RN; i++)
+    if (i % RKEEP != 0) {
+      free(r[i]);
+      r[i] = NULL;
+      freed += rsz;
+    }
+  size_t base = tu_rss_bytes();
+  printf("runs: %d blocks of %zu B written, %.1f MiB freed (one in %d kept); RSS %.1f -> %.1f MiB\n", RN, rsz,
+         mib(freed), RKEEP, mib(before), mib(base));
+  hak_collect(0);
+  size_t r0 = tu_rss_bytes();
+  printf("runs: hak_collect(0) at once: RSS %.1f MiB\n", mib(r0));
+  CHECK(r0 + freed / 4 > base, "hak_collect(0) gave back the pages of slabs freed into less than a purge delay ago");
+  sleep_ms(120);
+  hak_collect(0);
+  sleep_ms(120);
+  hak_collect(0);
+  size_t r1 = tu_rss_bytes();
+  printf("runs: after two purge delays and hak_collect(0): RSS %.1f MiB (%+.1f MiB, want <= -%.1f)\n", mib(r1),
+         mib(r1) - mib(base), mib(freed / 2));
+  CHECK(base > r1 && base - r1 >= freed / 2, "the free pages of partial slabs stayed resident: RSS %.1f -> %.1f MiB",
+        mib(base), mib(r1));
+  for (int i = 0; i < RN; i += RKEEP)
+    CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
+  /* Every freed block comes back, once: the class's next allocations are
+   * the free and cold blocks of its slabs before any fresh one. */
+  static unsigned char *again[RN];
+  int n = 0;
+  for (int i = 0; i < RN; i++)
+    if (r[i] == NULL) {
+      again[n] = (n & 1) ? calloc(1, rsz) : malloc(rsz);
+      CHECK(again[n] != NULL, "allocation %d", n);
+      if (n & 1) CHECK(check_fill(again[n], rsz, 0), "calloc of a cooled block is not zero");
+      fill(again[n], rsz, (unsigned char)(0x55 ^ n));
+      n++;
+    }
+  for (int i = 0; i < n; i++)
+    CHECK(check_fill(again[i], rsz, (unsigned char)(0x55 ^ i)), "reused block %d lost what was written (given twice?)",
+          i);
+  for (int i = 0; i < RN; i += RKEEP)
+    CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
+  printf("runs: %d freed blocks handed out again, written and read back (RSS %.1f MiB)\n", n, mib(tu_rss_bytes()));
+  for (int i = 0; i < n; i++) free(again[i]);
+  for (int i = 0; i < RN; i += RKEEP) free(r[i]);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "";
@@ -170,8 +236,10 @@ int main(int argc, char **argv)
     part_refill();
   else if (!strcmp(part, "content"))
     part_content();
+  else if (!strcmp(part, "runs"))
+    part_runs();
   else
-    CHECK(0, "unknown part '%s' (collect refill content)", part);
+    CHECK(0, "unknown part '%s' (collect refill content runs)", part);
   printf("test_cool %s: passed\n", part);
   return 0;
 }
