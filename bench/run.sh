@@ -110,6 +110,7 @@ SUITE_FULL=(
   "real_python||real/run_real.sh python 80"
   "real_gcc||real/run_real.sh gcc 2 60"
   "real_redis||real/run_real.sh redis 200000"
+  "real_ruby||real/run_real.sh ruby 1"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -159,6 +160,7 @@ SUITE_QUICK=(
   "real_python||real/run_real.sh python 25"
   "real_gcc||real/run_real.sh gcc 2 20"
   "real_redis||real/run_real.sh redis 60000"
+  "real_ruby||real/run_real.sh ruby 1"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

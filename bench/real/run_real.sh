@@ -6,6 +6,7 @@
 #   run_real.sh gcc U F     gcc -O2 -c on U generated C files of F functions each
 #   run_real.sh redis N     redis-server on 127.0.0.1:random port, redis-benchmark
 #                           N requests per test (7 tests, 8 clients, pipeline 16)
+#   run_real.sh ruby N      ruby --disable-gems gc_phases.rb N (rounds of phases)
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -26,7 +27,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -123,6 +124,15 @@ case $ROW in
     fail_if_rc
     for u in $(seq 1 "$U"); do [ -s "$WORK/$(basename "${files[$((u - 1))]}" .c).o" ] || die "gcc wrote no object for unit $u"; done
     cksum "$WORK"/*.o | awk '{print $1}' >"$WORK/out" ;;
+  ruby)
+    N=${1:-1}
+    command -v ruby >/dev/null 2>&1 || missing ruby
+    rbenv=(env -u RUBYOPT -u RUBYLIB -u GEM_HOME -u GEM_PATH)
+    warm "${rbenv[@]}" ruby -e 1
+    run_measured "${rbenv[@]}" ruby --disable-gems "$HERE/gc_phases.rb" "$N"
+    fail_if_rc
+    OPS=$(sed -n 's/^strings=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=strings
+    [ -n "$OPS" ] || die "ruby printed no string count" ;;
   redis)
     N=${1:-20000}
     command -v redis-server >/dev/null 2>&1 || missing redis-server
@@ -170,7 +180,7 @@ case $ROW in
     kill -KILL "$SERVER_PID" 2>/dev/null
     wait "$SERVER_PID" 2>/dev/null
     SERVER_PID="" ;;
-  *) die "unknown row '$ROW' (sqlite, python, gcc, redis)" ;;
+  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby)" ;;
 esac
 
 # what the processes said about their malloc
