@@ -107,9 +107,10 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force);
  * free a purge delay ago too (a pass looks at them at most once a delay),
  * or all of them if force, give their pages past the first
  * back and move to their slab's cold list. So do the runs of free blocks
- * of smaller classes that cover whole pages, in slabs on the partial list
- * for a purge delay (first seen by a pass that long ago), or in every
- * partial slab if force.
+ * of smaller classes that cover whole pages, in slabs nothing was
+ * allocated from for a purge delay (on one of h's lists, or current with
+ * the same free list and counts, since a pass that long ago), or in every
+ * such slab if force.
  * Returns the bytes decommitted. Owner thread only (free lists are its). */
 size_t heap_cool(heap_t *h, bool force);
 /* heap_cool runs this many times per purge delay (heap.c schedules it). */

@@ -134,19 +134,19 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
   return total;
 }
 
-/* ---- whole free pages of idle partial slabs ------------------------------ */
+/* ---- whole free pages of idle slabs --------------------------------------- */
 
-/* A slab of a smaller class on its heap's partial list is not allocated
+/* A slab of a smaller class on one of its heap's lists is not allocated
  * from: its free blocks wait until the current slab runs out. When a
  * program's phase ends (a collection that frees nine blocks in ten of a
  * size it then stops asking for: ruby, compilers), every slab of that
  * class stays there with its free blocks resident, and no other class can
- * use them (glibc coalesces them into chunks of any size). A slab that a
- * pass finds still on the list a purge delay later, with blocks freed
- * since the last time, gives back the pages that its runs of free blocks
- * cover wholly: each such run leaves the free list (rebuilt in address
- * order) for the cold list, and a refill takes it back a carve batch at a time, as
- * fresh blocks are carved. Returns the bytes decommitted. */
+ * use them (glibc coalesces them into chunks of any size); so does the
+ * class's current slab. A slab that nothing was allocated from for a purge
+ * delay, with blocks freed since the last time, gives back the pages that
+ * its runs of free blocks cover wholly: each such run leaves the free list
+ * (rebuilt in address order) for the cold list, and a refill takes it back
+ * a carve batch at a time, as fresh blocks are carved. */
 #define HEAP_RUN_BLOCKS_MAX 2048u /* a 64 KiB slab of 32 B blocks (SLAB_RUN_COOL_MIN) */
 #ifndef HEAP_RUN_PAGES_MIN
 #define HEAP_RUN_PAGES_MIN 2u
@@ -190,7 +190,7 @@ static void heap_run_walk(slab_t **v, unsigned k, heap_run_map_t *freed) {
     }
 }
 
-/* s's free blocks are the bits of freed. */
+/* s's free blocks are the bits of freed. Returns the bytes decommitted. */
 static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
   unsigned cap = s->capacity;
   size_t bs = s->bsize, page = os_page_size;
@@ -257,6 +257,25 @@ static size_t heap_cool_batch(slab_t **v, unsigned k) {
   return total;
 }
 
+/* One slab of a smaller class on heap_cool's pass: stamped when first
+ * seen idle; once idle a purge delay with blocks freed since its last
+ * cooling, into the batch (walked and cooled when it is full). */
+static void heap_cool_visit(slab_t *s, uint32_t now32, bool force, slab_t **batch, unsigned *nb, size_t *total) {
+  if (s->cool_mark == 0) {
+    s->cool_mark = now32;
+    if (!force) return;
+  }
+  if ((force || now32 - s->cool_mark >= opt.purge_delay_ms) && s->used != s->cool_used &&
+      s->capacity <= HEAP_RUN_BLOCKS_MAX && (size_t)(s->carved - s->used) * s->bsize >= 2 * os_page_size) {
+    s->cool_used = s->used;
+    batch[(*nb)++] = s;
+    if (*nb == HEAP_RUN_BATCH) {
+      *total += heap_cool_batch(batch, *nb);
+      *nb = 0;
+    }
+  }
+}
+
 size_t heap_cool(heap_t *h, bool force) {
   slab_t *batch[HEAP_RUN_BATCH];
   unsigned nb = 0;
@@ -280,23 +299,22 @@ size_t heap_cool(heap_t *h, bool force) {
         for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force);
       continue;
     }
-    /* A slab first seen on the list a purge delay ago has been there that
-     * long (at most a step more). */
-    for (slab_t *s = h->list_head[HEAP_PARTIAL][c]; s != NULL; s = s->next) {
-      if (s->cool_mark == 0) {
-        s->cool_mark = now32;
-        if (!force) continue;
+    /* A slab first seen on a list a purge delay ago has been there that
+     * long (at most a step more): nothing was allocated from it. The
+     * current slab is, unless its class went quiet: it counts as idle
+     * while its free list's head and its count of blocks in use stay
+     * what a pass saw (not while profiling: the batches take its list). */
+    slab_t *cur = h->cur[c];
+    if (cur != &heap_empty_slab && h->batch == NULL) {
+      uint32_t sig = (uint32_t)((uintptr_t)cur->free >> 4) ^ ((uint32_t)cur->used << 16) ^ cur->carved;
+      if (sig != cur->cool_sig) {
+        cur->cool_sig = sig;
+        cur->cool_mark = 0;
       }
-      if ((force || now32 - s->cool_mark >= opt.purge_delay_ms) && s->used != s->cool_used &&
-          s->capacity <= HEAP_RUN_BLOCKS_MAX && (size_t)(s->carved - s->used) * s->bsize >= 2 * os_page_size) {
-        s->cool_used = s->used;
-        batch[nb++] = s;
-        if (nb == HEAP_RUN_BATCH) {
-          total += heap_cool_batch(batch, nb);
-          nb = 0;
-        }
-      }
+      heap_cool_visit(cur, now32, force, batch, &nb, &total);
     }
+    for (unsigned l = 0; l < 2; l++)
+      for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) heap_cool_visit(s, now32, force, batch, &nb, &total);
   }
   return total + heap_cool_batch(batch, nb);
 }

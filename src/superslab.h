@@ -89,16 +89,19 @@ typedef struct slab {
    * `free`) and, in its third word, how many blocks the run has; its pages
    * past the run's first word are decommitted. Blocks of SLAB_COOL_MIN or
    * more go one by one (runs of one); smaller ones as the runs of whole
-   * free pages of a slab idle on its heap's partial list. Owner only; a
-   * refill takes them once `free` and the remote frees run out, before
-   * carving, a carve batch at a time (ss_slab_uncool). */
+   * free pages of a slab nothing was allocated from for a purge delay
+   * (heap_cool). Owner only; a refill takes them once `free` and the
+   * remote frees run out, before carving, a carve batch at a time
+   * (ss_slab_uncool). */
   block_t *cold;
-  /* The heap's pass over idle partial slabs (heap_cool): when (ms, low
-   * 32 bits, | 1) a pass first saw this slab on its partial list (0: not
-   * since it was pushed there), and its `used` when a pass last cooled it. */
+  /* The heap's pass over idle slabs (heap_cool): when (ms, low 32 bits,
+   * | 1) a pass first saw this slab idle (on a list of its heap, or
+   * current with the same cool_sig; 0: not since it was pushed there),
+   * and its `used` when a pass last cooled it. */
   uint32_t cool_mark;
   uint16_t cool_used;
-  uint8_t pad1[10];
+  uint8_t pad1[6];
+  uint32_t cool_sig;          /* the current slab's free head and counts at cool_mark */
   /* Second line: what a free from another thread reads (the owner word and
    * the geometry), written only when the slab changes hands or is marked
    * full. On the first line it shared a cache line with `free` and `used`,

@@ -3,7 +3,7 @@
  * in use (large classes block by block, smaller ones as whole free pages) (issue 18: page-level decommit inside slabs in
  * use; heap_purge.c's heap_cool, a slab's cold list).
  *
- *   test_cool PART    parts: collect refill content runs
+ *   test_cool PART    parts: collect refill content runs quiet
  *
  * Run with HAKMEM_PURGE_DELAY_MS=50 and HAKMEM_BACKGROUND_THREAD=0 (nothing
  * but the owner thread may touch the free lists). Each part allocates 24
@@ -31,6 +31,12 @@
  *           then every freed block is handed out again (the class's next
  *           allocations: no block twice, each written whole and read back,
  *           calloc of them zero) and the live blocks kept their contents.
+ * quiet     the current slabs of classes that go quiet: 100 blocks of each
+ *           of four sizes in 512 KiB slabs (3-6 KiB), written, then all but
+ *           the first of each freed, so each class's current slab holds 99
+ *           free blocks and is on no list. After two purge delays with
+ *           hak_collect(0), at least half of the freed bytes went back; the
+ *           classes then allocate again, intact.
  * Every figure is printed, on success too.
  */
 #include <pthread.h>
@@ -225,6 +231,48 @@ static void part_runs(void)
   for (int i = 0; i < RN; i += RKEEP) free(r[i]);
 }
 
+static void part_quiet(void)
+{
+  static const size_t qsz[] = {3000, 3500, 5000, 6000};
+  enum { QN = 100, QS = sizeof qsz / sizeof qsz[0] };
+  static unsigned char *q[QS][QN];
+  size_t freed = 0;
+  for (int k = 0; k < QS; k++)
+    for (int i = 0; i < QN; i++) {
+      q[k][i] = malloc(qsz[k]);
+      CHECK(q[k][i] != NULL, "malloc(%zu)", qsz[k]);
+      fill(q[k][i], qsz[k], (unsigned char)(k * 16 + i));
+    }
+  for (int k = 0; k < QS; k++)
+    for (int i = 1; i < QN; i++) {
+      free(q[k][i]);
+      q[k][i] = NULL;
+      freed += qsz[k];
+    }
+  size_t base = tu_rss_bytes();
+  sleep_ms(120);
+  hak_collect(0);
+  sleep_ms(120);
+  hak_collect(0);
+  size_t r1 = tu_rss_bytes();
+  printf("quiet: %.2f MiB freed in the current slabs of %d classes; after two purge delays RSS %.1f -> %.1f MiB "
+         "(want <= -%.2f)\n",
+         mib(freed), (int)QS, mib(base), mib(r1), mib(freed / 2));
+  CHECK(base > r1 && base - r1 >= freed / 2, "the free pages of quiet classes' current slabs stayed resident");
+  for (int k = 0; k < QS; k++) {
+    CHECK(check_fill(q[k][0], qsz[k], (unsigned char)(k * 16)), "live block of class %d lost its contents", k);
+    for (int i = 1; i < QN; i++) {
+      q[k][i] = malloc(qsz[k]);
+      CHECK(q[k][i] != NULL, "malloc(%zu) again", qsz[k]);
+      fill(q[k][i], qsz[k], (unsigned char)(0xa0 ^ i));
+    }
+    for (int i = 1; i < QN; i++)
+      CHECK(check_fill(q[k][i], qsz[k], (unsigned char)(0xa0 ^ i)), "block %d of class %d lost what was written", i, k);
+    for (int i = 0; i < QN; i++) free(q[k][i]);
+  }
+  printf("quiet: the classes allocated %d blocks each again, written and read back\n", QN - 1);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "";
@@ -238,8 +286,10 @@ int main(int argc, char **argv)
     part_content();
   else if (!strcmp(part, "runs"))
     part_runs();
+  else if (!strcmp(part, "quiet"))
+    part_quiet();
   else
-    CHECK(0, "unknown part '%s' (collect refill content runs)", part);
+    CHECK(0, "unknown part '%s' (collect refill content runs quiet)", part);
   printf("test_cool %s: passed\n", part);
   return 0;
 }
