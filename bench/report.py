@@ -65,10 +65,10 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                 "xmalloc_8_64", "xmalloc_64_4k", "xmalloc_1p2c", "xmalloc_2p1c",
                 "remote_0", "remote_50_b1", "remote_50_b256", "remote_100_b1", "remote_100_b256",
                 "rounds", "rounds_fresh"] + ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t",
-                                             "xmalloc_16t", "thread_churn_16t", "thread_churn_64t"]
+                                             "xmalloc_16t", "thread_churn_16t", "thread_churn_64t", "rounds_16t"]
 # Many more threads than cores (issue 19): speed and peak RSS against the peers.
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
-               "thread_churn_16t", "thread_churn_64t"]
+               "thread_churn_16t", "thread_churn_64t", "rounds_16t"]
 # Real programs from Debian packages (bench/real/).
 REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby"]
 
