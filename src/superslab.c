@@ -288,6 +288,8 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   ss->dirty_mask &= ~bit;
   s->free = NULL;
   s->cold = NULL;
+  s->cool_mark = s->cool_sig = 0; /* heap_cool: not seen idle */
+  s->cool_used = UINT16_MAX;
   s->used = 0;
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);
