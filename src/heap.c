@@ -164,8 +164,9 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
 }
 
 /* h now holds a slab of class cls: if its free blocks can cool, the pass
- * over them is due every purge delay from now on (heap_maintain). Called
- * where slabs change hands, not where they become current. */
+ * over them is due HEAP_COOL_STEPS times per purge delay from now on
+ * (heap_maintain). Called where slabs change hands, not where they become
+ * current. */
 static void heap_cool_schedule(heap_t *h, unsigned cls) {
   if (HAK_UNLIKELY(h->cool_ms == UINT64_MAX) && sc_size[cls] >= SLAB_RUN_COOL_MIN)
     h->cool_ms = os_now_ms() + opt.purge_delay_ms / HEAP_COOL_STEPS;

@@ -148,9 +148,10 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
  * (rebuilt in address order) for the cold list, and a refill takes it back
  * a carve batch at a time, as fresh blocks are carved. */
 #define HEAP_RUN_BLOCKS_MAX 2048u /* a 64 KiB slab of 32 B blocks (SLAB_RUN_COOL_MIN) */
-#ifndef HEAP_RUN_PAGES_MIN
+/* Runs with fewer whole pages stay: a system call per page, and a fault
+ * when the class comes back (gc_phases.rb: 1 page made 33 654 madvise calls
+ * for 480 MB, 2 pages 26 802 for 453 MB). */
 #define HEAP_RUN_PAGES_MIN 2u
-#endif
 static bool heap_run_bit(const uint64_t *bm, unsigned i) { return (bm[i >> 6] >> (i & 63)) & 1; }
 
 /* The free list's walk: a miss on every block (the blocks were freed long
@@ -190,30 +191,41 @@ static void heap_run_walk(slab_t **v, unsigned k, heap_run_map_t *freed) {
     }
 }
 
+/* The next maximal run of set bits of bm at or after *i, below cap:
+ * [*i, *j). False when there is none. */
+static bool heap_run_next(const uint64_t *bm, unsigned cap, unsigned *i, unsigned *j) {
+  unsigned a = *i;
+  while (a < cap && !heap_run_bit(bm, a)) a++;
+  if (a >= cap) return false;
+  unsigned e = a + 1;
+  while (e < cap && heap_run_bit(bm, e)) e++;
+  *i = a;
+  *j = e;
+  return true;
+}
+
+/* The whole pages of the run of s's blocks [i, j) past its first block's
+ * link and count (the cold run's head): [*lo, *hi), empty if hi <= lo. */
+static void heap_run_pages(const slab_t *s, unsigned i, unsigned j, uintptr_t *lo, uintptr_t *hi) {
+  size_t page = os_page_size;
+  *lo = align_up((uintptr_t)s->area + (size_t)i * s->bsize + 3 * sizeof(uintptr_t), page);
+  *hi = ((uintptr_t)s->area + (size_t)j * s->bsize) & ~(uintptr_t)(page - 1);
+}
+
 /* s's free blocks are the bits of freed. Returns the bytes decommitted. */
 static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
   unsigned cap = s->capacity;
-  size_t bs = s->bsize, page = os_page_size;
+  size_t bs = s->bsize, words = (cap + 63u) / 64u;
   uint64_t cold[HEAP_RUN_BLOCKS_MAX / 64];
-  size_t words = (cap + 63u) / 64u;
   memset(cold, 0, words * sizeof(uint64_t));
-  /* The maximal runs of free blocks with a whole page past their first
-   * block's link and count become cold. */
+  /* The maximal runs of free blocks with enough whole pages become cold. */
   bool any = false;
-  for (unsigned i = 0; i < cap;) {
-    if (!heap_run_bit(freed, i)) {
-      i++;
-      continue;
-    }
-    unsigned j = i + 1;
-    while (j < cap && heap_run_bit(freed, j)) j++;
-    uintptr_t lo = align_up((uintptr_t)s->area + i * bs + 3 * sizeof(uintptr_t), page);
-    uintptr_t hi = ((uintptr_t)s->area + j * bs) & ~(uintptr_t)(page - 1);
-    if (hi >= lo + HEAP_RUN_PAGES_MIN * page) {
-      for (unsigned k = i; k < j; k++) cold[k >> 6] |= (uint64_t)1 << (k & 63);
-      any = true;
-    }
-    i = j;
+  uintptr_t lo, hi;
+  for (unsigned i = 0, j; heap_run_next(freed, cap, &i, &j); i = j) {
+    heap_run_pages(s, i, j, &lo, &hi);
+    if (hi < lo + HEAP_RUN_PAGES_MIN * os_page_size) continue;
+    for (unsigned k = i; k < j; k++) cold[k >> 6] |= (uint64_t)1 << (k & 63);
+    any = true;
   }
   if (!any) return 0;
   /* The free list again, without them: the blocks left, in address order
@@ -230,20 +242,11 @@ static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
     }
   s->free = head;
   size_t total = 0;
-  for (unsigned i = 0; i < cap;) {
-    if (!heap_run_bit(cold, i)) {
-      i++;
-      continue;
-    }
-    unsigned j = i + 1;
-    while (j < cap && heap_run_bit(cold, j)) j++;
-    block_t *first = (block_t *)(s->area + i * bs);
-    uintptr_t lo = align_up((uintptr_t)first + 3 * sizeof(uintptr_t), page);
-    uintptr_t hi = ((uintptr_t)s->area + j * bs) & ~(uintptr_t)(page - 1);
+  for (unsigned i = 0, j; heap_run_next(cold, cap, &i, &j); i = j) {
+    heap_run_pages(s, i, j, &lo, &hi);
     os_decommit((void *)lo, hi - lo);
     total += hi - lo;
-    slab_cold_push(s, first, j - i);
-    i = j;
+    slab_cold_push(s, (block_t *)(s->area + (size_t)i * bs), j - i);
   }
   return total;
 }
