@@ -71,6 +71,22 @@ static int check_fill(const unsigned char *p, size_t n, unsigned char v)
   return p[n - 1] == v;
 }
 
+/* Two purge delays with hak_collect(0) after each (the first pass sees
+ * what is idle, the one a delay later gives it back): RSS must have come
+ * down from base by at least half of freed. Returns the RSS after. */
+static size_t after_two_delays(const char *part, size_t base, size_t freed, const char *what)
+{
+  sleep_ms(120);
+  hak_collect(0);
+  sleep_ms(120);
+  hak_collect(0);
+  size_t r1 = tu_rss_bytes();
+  printf("%s: after two purge delays and hak_collect(0): RSS %.1f -> %.1f MiB (%+.1f MiB, want <= -%.1f)\n", part,
+         mib(base), mib(r1), mib(r1) - mib(base), mib(freed / 2));
+  CHECK(base > r1 && base - r1 >= freed / 2, "%s: %s: RSS %.1f -> %.1f MiB", part, what, mib(base), mib(r1));
+  return r1;
+}
+
 /* Allocate and write the blocks, free two of every three; returns the RSS
  * right after the frees. */
 static size_t setup(size_t *freed)
@@ -108,15 +124,7 @@ static void part_collect(void)
   size_t r0 = tu_rss_bytes();
   printf("collect: hak_collect(0) at once: RSS %.1f MiB\n", mib(r0));
   CHECK(r0 + freed / 2 > base, "hak_collect(0) gave back blocks freed less than a purge delay ago");
-  sleep_ms(120);
-  hak_collect(0);
-  sleep_ms(120);
-  hak_collect(0);
-  size_t r1 = tu_rss_bytes();
-  printf("collect: after two purge delays and hak_collect(0): RSS %.1f MiB (%+.1f MiB, want <= -%.1f)\n", mib(r1),
-         mib(r1) - mib(base), mib(freed / 2));
-  CHECK(base > r1 && base - r1 >= freed / 2, "free blocks of slabs in use kept their pages: RSS %.1f -> %.1f MiB",
-        mib(base), mib(r1));
+  after_two_delays("collect", base, freed, "free blocks of slabs in use kept their pages");
   check_live();
   hak_collect(1);
   printf("collect: hak_collect(1): RSS %.1f MiB\n", mib(tu_rss_bytes()));
@@ -198,15 +206,7 @@ static void part_runs(void)
   size_t r0 = tu_rss_bytes();
   printf("runs: hak_collect(0) at once: RSS %.1f MiB\n", mib(r0));
   CHECK(r0 + freed / 4 > base, "hak_collect(0) gave back the pages of slabs freed into less than a purge delay ago");
-  sleep_ms(120);
-  hak_collect(0);
-  sleep_ms(120);
-  hak_collect(0);
-  size_t r1 = tu_rss_bytes();
-  printf("runs: after two purge delays and hak_collect(0): RSS %.1f MiB (%+.1f MiB, want <= -%.1f)\n", mib(r1),
-         mib(r1) - mib(base), mib(freed / 2));
-  CHECK(base > r1 && base - r1 >= freed / 2, "the free pages of partial slabs stayed resident: RSS %.1f -> %.1f MiB",
-        mib(base), mib(r1));
+  after_two_delays("runs", base, freed, "the free pages of partial slabs stayed resident");
   for (int i = 0; i < RN; i += RKEEP)
     CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
   /* Every freed block comes back, once: the class's next allocations are
@@ -249,16 +249,8 @@ static void part_quiet(void)
       q[k][i] = NULL;
       freed += qsz[k];
     }
-  size_t base = tu_rss_bytes();
-  sleep_ms(120);
-  hak_collect(0);
-  sleep_ms(120);
-  hak_collect(0);
-  size_t r1 = tu_rss_bytes();
-  printf("quiet: %.2f MiB freed in the current slabs of %d classes; after two purge delays RSS %.1f -> %.1f MiB "
-         "(want <= -%.2f)\n",
-         mib(freed), (int)QS, mib(base), mib(r1), mib(freed / 2));
-  CHECK(base > r1 && base - r1 >= freed / 2, "the free pages of quiet classes' current slabs stayed resident");
+  printf("quiet: %.2f MiB freed in the current slabs of %d classes\n", mib(freed), (int)QS);
+  after_two_delays("quiet", tu_rss_bytes(), freed, "the free pages of quiet classes' current slabs stayed resident");
   for (int k = 0; k < QS; k++) {
     CHECK(check_fill(q[k][0], qsz[k], (unsigned char)(k * 16)), "live block of class %d lost its contents", k);
     for (int i = 1; i < QN; i++) {
