@@ -158,6 +158,27 @@ static void part_refill(void)
   for (size_t i = 0; i < nk; i++) free(keep[i]);
 }
 
+/* Every NULL slot's block comes back: allocate one of sz for each (calloc
+ * for every other one, which must read zero), write it whole with its own
+ * pattern, then read them all back (a block handed out twice would hold
+ * the later pattern). again gets them; returns how many. */
+static int hand_out_again(void *const *slot, int nslots, size_t sz, void **again, unsigned char seed)
+{
+  int n = 0;
+  for (int i = 0; i < nslots; i++)
+    if (slot[i] == NULL) {
+      again[n] = (n & 1) ? calloc(1, sz) : malloc(sz);
+      CHECK(again[n] != NULL, "allocation %d", n);
+      if (n & 1) CHECK(check_fill(again[n], sz, 0), "calloc of a cooled block is not zero");
+      fill(again[n], sz, (unsigned char)(seed + n));
+      n++;
+    }
+  for (int i = 0; i < n; i++)
+    CHECK(check_fill(again[i], sz, (unsigned char)(seed + i)), "reused block %d lost what was written (given twice?)",
+          i);
+  return n;
+}
+
 static void part_content(void)
 {
   size_t freed;
@@ -165,17 +186,7 @@ static void part_content(void)
   hak_collect(1); /* every free block of the class goes cold */
   size_t r0 = tu_rss_bytes();
   void *again[NBLK];
-  int n = 0;
-  for (int i = 0; i < NBLK; i++)
-    if (blk[i] == NULL) {
-      again[n] = (n & 1) ? calloc(1, BSZ) : malloc(BSZ);
-      CHECK(again[n] != NULL, "allocation %d", n);
-      if (n & 1) CHECK(check_fill(again[n], BSZ, 0), "calloc of a cooled block is not zero");
-      fill(again[n], BSZ, (unsigned char)(0x80 + n));
-      n++;
-    }
-  for (int i = 0; i < n; i++)
-    CHECK(check_fill(again[i], BSZ, (unsigned char)(0x80 + i)), "reused block %d lost what was written", i);
+  int n = hand_out_again(blk, NBLK, BSZ, again, 0x80);
   check_live();
   printf("content: %d cooled blocks handed out again (RSS %.1f -> %.1f MiB), written and read back; calloc zero\n", n,
          mib(r0), mib(tu_rss_bytes()));
@@ -186,7 +197,7 @@ static void part_runs(void)
 {
   enum { RN = 48 * 1024, RKEEP = 32 };
   const size_t rsz = 512;
-  static unsigned char *r[RN];
+  static void *r[RN];
   for (int i = 0; i < RN; i++) {
     r[i] = malloc(rsz);
     CHECK(r[i] != NULL, "malloc(%zu)", rsz);
@@ -211,19 +222,8 @@ static void part_runs(void)
     CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
   /* Every freed block comes back, once: the class's next allocations are
    * the free and cold blocks of its slabs before any fresh one. */
-  static unsigned char *again[RN];
-  int n = 0;
-  for (int i = 0; i < RN; i++)
-    if (r[i] == NULL) {
-      again[n] = (n & 1) ? calloc(1, rsz) : malloc(rsz);
-      CHECK(again[n] != NULL, "allocation %d", n);
-      if (n & 1) CHECK(check_fill(again[n], rsz, 0), "calloc of a cooled block is not zero");
-      fill(again[n], rsz, (unsigned char)(0x55 ^ n));
-      n++;
-    }
-  for (int i = 0; i < n; i++)
-    CHECK(check_fill(again[i], rsz, (unsigned char)(0x55 ^ i)), "reused block %d lost what was written (given twice?)",
-          i);
+  static void *again[RN];
+  int n = hand_out_again(r, RN, rsz, again, 0x55);
   for (int i = 0; i < RN; i += RKEEP)
     CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
   printf("runs: %d freed blocks handed out again, written and read back (RSS %.1f MiB)\n", n, mib(tu_rss_bytes()));
