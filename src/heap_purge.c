@@ -107,8 +107,17 @@ static uintptr_t heap_cool_tag(const block_t *b, uint32_t epoch) {
   return ss_secret ^ (uintptr_t)b ^ ((uintptr_t)epoch * (uintptr_t)0x9E3779B97F4A7C15ull);
 }
 
+/* The whole pages of the free blocks [start, end) past the link, the
+ * count and the tag its first block keeps as a cold run's head: [*lo,
+ * *hi), empty if hi <= lo. */
+static void heap_cold_pages(uintptr_t start, uintptr_t end, uintptr_t *lo, uintptr_t *hi) {
+  size_t page = os_page_size;
+  *lo = align_up(start + 3 * sizeof(uintptr_t), page);
+  *hi = end & ~(uintptr_t)(page - 1);
+}
+
 static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
-  size_t page = os_page_size, total = 0;
+  size_t total = 0;
   block_t *prev = NULL, *b = s->free;
   while (b != NULL && slab_holds(s, b)) { /* an overwritten link: the pop reports it */
     block_t *next = blk_next(b);
@@ -118,8 +127,8 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
         blk_set_next(prev, next);
       else
         s->free = next;
-      uintptr_t lo = align_up((uintptr_t)b + 3 * sizeof(uintptr_t), page);
-      uintptr_t hi = ((uintptr_t)b + s->bsize) & ~(uintptr_t)(page - 1);
+      uintptr_t lo, hi;
+      heap_cold_pages((uintptr_t)b, (uintptr_t)b + s->bsize, &lo, &hi);
       if (hi > lo) {
         os_decommit((void *)lo, hi - lo);
         total += hi - lo;
@@ -204,12 +213,9 @@ static bool heap_run_next(const uint64_t *bm, unsigned cap, unsigned *i, unsigne
   return true;
 }
 
-/* The whole pages of the run of s's blocks [i, j) past its first block's
- * link and count (the cold run's head): [*lo, *hi), empty if hi <= lo. */
+/* The whole pages of the run of s's blocks [i, j) (heap_cold_pages). */
 static void heap_run_pages(const slab_t *s, unsigned i, unsigned j, uintptr_t *lo, uintptr_t *hi) {
-  size_t page = os_page_size;
-  *lo = align_up((uintptr_t)s->area + (size_t)i * s->bsize + 3 * sizeof(uintptr_t), page);
-  *hi = ((uintptr_t)s->area + (size_t)j * s->bsize) & ~(uintptr_t)(page - 1);
+  heap_cold_pages((uintptr_t)s->area + (size_t)i * s->bsize, (uintptr_t)s->area + (size_t)j * s->bsize, lo, hi);
 }
 
 /* s's free blocks are the bits of freed. Returns the bytes decommitted. */
