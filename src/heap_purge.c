@@ -312,9 +312,11 @@ size_t heap_cool(heap_t *h, bool force) {
      * long (at most a step more): nothing was allocated from it. The
      * current slab is, unless its class went quiet: it counts as idle
      * while its free list's head and its count of blocks in use stay
-     * what a pass saw (not while profiling: the batches take its list). */
+     * what a pass saw (not while profiling: the batches take its list).
+     * The empty sentinel, shared and read-only, is the one slab without
+     * blocks. */
     slab_t *cur = h->cur[c];
-    if (cur != &heap_empty_slab && h->batch == NULL) {
+    if (cur->capacity != 0 && h->batch == NULL) {
       uint32_t sig = (uint32_t)((uintptr_t)cur->free >> 4) ^ ((uint32_t)cur->used << 16) ^ cur->carved;
       if (sig != cur->cool_sig) {
         cur->cool_sig = sig;
