@@ -79,6 +79,7 @@ static void heap_reset(heap_t *h) {
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   h->cool_ms = UINT64_MAX;
   h->cool_big_ms = 0;
+  h->cool_grow_ms = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   memset(&h->rcache, 0, sizeof h->rcache);
 #if HEAP_XC_ENABLE
@@ -241,6 +242,13 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);
       if (p != NULL) return p;
       continue;
+    }
+    if (h == heap_front.heap && h->cool_ms != UINT64_MAX) {
+      uint64_t now = os_now_ms();
+      if (now >= h->cool_grow_ms) {
+        decay_count(heap_cool_grow(h));
+        h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
+      }
     }
     ss = ss_acquire(kind);
     if (ss == NULL) {

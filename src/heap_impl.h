@@ -113,6 +113,11 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force);
  * such slab if force.
  * Returns the bytes decommitted. Owner thread only (free lists are its). */
 size_t heap_cool(heap_t *h, bool force);
+/* h is about to take fresh pages (a new superslab): the runs of free
+ * blocks of small classes in slabs on its lists that nothing was
+ * allocated from for a pass (HEAP_COOL_STEPS of the purge delay) give
+ * their pages back now. Owner thread only. */
+size_t heap_cool_grow(heap_t *h);
 /* heap_cool runs this many times per purge delay (heap.c schedules it). */
 #define HEAP_COOL_STEPS 4u
 /* Waiting slabs of h whose blocks all came back go to their superslab.

@@ -269,12 +269,13 @@ static size_t heap_cool_batch(slab_t **v, unsigned k) {
 /* One slab of a smaller class on heap_cool's pass: stamped when first
  * seen idle; once idle a purge delay with blocks freed since its last
  * cooling, into the batch (walked and cooled when it is full). */
-static void heap_cool_visit(slab_t *s, uint32_t now32, bool force, slab_t **batch, unsigned *nb, size_t *total) {
+static void heap_cool_visit(slab_t *s, uint32_t now32, uint32_t idle_ms, bool force, slab_t **batch, unsigned *nb,
+                            size_t *total) {
   if (s->cool_mark == 0) {
     s->cool_mark = now32;
     if (!force) return;
   }
-  if ((force || now32 - s->cool_mark >= opt.purge_delay_ms) && s->used != s->cool_used &&
+  if ((force || now32 - s->cool_mark >= idle_ms) && s->used != s->cool_used &&
       s->capacity <= HEAP_RUN_BLOCKS_MAX && (size_t)(s->carved - s->used) * s->bsize >= 2 * os_page_size) {
     s->cool_used = s->used;
     batch[(*nb)++] = s;
@@ -285,14 +286,16 @@ static void heap_cool_visit(slab_t *s, uint32_t now32, bool force, slab_t **batc
   }
 }
 
-size_t heap_cool(heap_t *h, bool force) {
+static size_t heap_cool_as(heap_t *h, bool force, bool grow) {
+  if (grow && h->batch != NULL) return 0; /* profiling: whether a class is active is the batches' */
   slab_t *batch[HEAP_RUN_BATCH];
   unsigned nb = 0;
   uint64_t now = os_now_ms();
   uint32_t now32 = (uint32_t)now | 1u; /* 0 is a slab's "not seen" */
   /* The pass runs every 1/HEAP_COOL_STEPS of the purge delay; the big
    * blocks' tags count whole delays. */
-  bool big = force || now >= h->cool_big_ms;
+  bool big = !grow && (force || now >= h->cool_big_ms);
+  uint32_t idle_ms = (uint32_t)(grow ? opt.purge_delay_ms / HEAP_COOL_STEPS : opt.purge_delay_ms);
   uint32_t epoch = h->cool_epoch;
   if (big) {
     epoch = ++h->cool_epoch;
@@ -318,17 +321,28 @@ size_t heap_cool(heap_t *h, bool force) {
     slab_t *cur = h->cur[c];
     if (cur->capacity != 0 && h->batch == NULL) {
       uint32_t sig = (uint32_t)((uintptr_t)cur->free >> 4) ^ ((uint32_t)cur->used << 16) ^ cur->carved;
+      /* Growing: a class allocated from since the last pass takes its
+       * listed slabs next; cooling them would only fault them back in. */
+      if (grow) {
+        if (sig != cur->cool_sig || cur->cool_mark == 0) continue;
+        goto lists;
+      }
       if (sig != cur->cool_sig) {
         cur->cool_sig = sig;
         cur->cool_mark = 0;
       }
-      heap_cool_visit(cur, now32, force, batch, &nb, &total);
+      heap_cool_visit(cur, now32, idle_ms, force, batch, &nb, &total);
     }
+  lists:
     for (unsigned l = 0; l < 2; l++)
-      for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) heap_cool_visit(s, now32, force, batch, &nb, &total);
+      for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next)
+        heap_cool_visit(s, now32, idle_ms, force, batch, &nb, &total);
   }
   return total + heap_cool_batch(batch, nb);
 }
+
+size_t heap_cool(heap_t *h, bool force) { return heap_cool_as(h, force, false); }
+size_t heap_cool_grow(heap_t *h) { return heap_cool_as(h, false, true); }
 
 /* Waiting slabs whose blocks all came back (freed by other threads) go to
  * their superslab, so their memory is reused by any class and decays.

@@ -6,7 +6,8 @@
  * would lose to glibc (whose mmap threshold adapts upwards): freed memory
  * stays committed for the purge delay and serves the next request. The
  * cache of dedicated mappings is bounded in entries and bytes; its best
- * entry is resized with mremap to fit.
+ * entry is resized with mremap to fit, or split with the rest cached, and
+ * it serves an arena-sized block before the arenas fault fresh pages in.
  */
 #include "large.h"
 #include "annotate.h"
