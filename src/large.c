@@ -543,8 +543,10 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     uint64_t warm[ARENA_BLOCK_MAX / ARENA_GRAN / 64] = {0};
     pthread_mutex_lock(&large_lock);
     /* Resident pages first: a freed mapping in the cache serves the block
-     * before the arenas fault fresh pages in for it. */
-    int ci = large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
+     * before the arenas fault fresh pages in for it. Not for calloc: a
+     * cold fit needs no clearing and costs only the pages the program
+     * touches, the mapping would be written whole. */
+    int ci = zeroed == NULL && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
     uint8_t *span = arena_take(grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
