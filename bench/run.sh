@@ -112,6 +112,7 @@ SUITE_FULL=(
   "real_gcc||real/run_real.sh gcc 2 60"
   "real_redis||real/run_real.sh redis 200000"
   "real_ruby||real/run_real.sh ruby 1"
+  "real_sort||real/run_real.sh sort 1500000 16 100M"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -163,6 +164,7 @@ SUITE_QUICK=(
   "real_gcc||real/run_real.sh gcc 2 20"
   "real_redis||real/run_real.sh redis 60000"
   "real_ruby||real/run_real.sh ruby 1"
+  "real_sort||real/run_real.sh sort 1500000 16 100M"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

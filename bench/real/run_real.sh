@@ -7,6 +7,7 @@
 #   run_real.sh redis N     redis-server on 127.0.0.1:random port, redis-benchmark
 #                           N requests per test (7 tests, 8 clients, pipeline 16)
 #   run_real.sh ruby N      ruby --disable-gems gc_phases.rb N (rounds of phases)
+#   run_real.sh sort N T M  LC_ALL=C sort --parallel=T -S M on N lines (gen_words.awk)
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -27,7 +28,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -180,7 +181,18 @@ case $ROW in
     kill -KILL "$SERVER_PID" 2>/dev/null
     wait "$SERVER_PID" 2>/dev/null
     SERVER_PID="" ;;
-  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby)" ;;
+  sort)
+    # sort takes one buffer of -S bytes, frees it, then takes the buffers of
+    # its merge: big blocks freed and taken again in other sizes
+    N=${1:-1500000} T=${2:-16} M=${3:-100M}
+    command -v sort >/dev/null 2>&1 || missing sort
+    IN=$CACHE/sort-$N-$(cksum <"$HERE/gen_words.awk" | cut -d' ' -f1).txt
+    cached_gen "$IN" awk -v n="$N" -f "$HERE/gen_words.awk"
+    OPS=$N; UNIT=lines
+    warm env LC_ALL=C sort --parallel="$T" -S "$M" "$IN"
+    run_measured env LC_ALL=C sort --parallel="$T" -S "$M" "$IN"
+    fail_if_rc ;;
+  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort)" ;;
 esac
 
 # what the processes said about their malloc

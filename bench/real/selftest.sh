@@ -5,6 +5,7 @@
 #    "malloc") under LIBHAKMEM: malloc_path is LIBHAKMEM's real file, and the
 #    output checksum equals the glibc run's;
 #  - gcc under LIBHAKMEM: every process (gcc, cc1, as) agrees on LIBHAKMEM;
+#  - sort under LIBHAKMEM: the same, and the same output as under glibc;
 #  - a preload that does not exist: malloc_from=libc.so.6 (the harness then
 #    marks the run "wrong allocator"), not the allocator it was meant to be.
 # Exit 77 (skipped) when none of sqlite3, python3, gcc is installed.
@@ -30,6 +31,12 @@ if command -v sqlite3 >/dev/null 2>&1; then
   expect "sqlite: same output under both" "$(field "$h" check)" "$(field "$g" check)"
   w=$(run /nonexistent/libhakmem.so sqlite 2000)
   expect "sqlite with a missing preload: malloc_from" "$(field "$w" malloc_from)" libc.so.6
+fi
+if command -v sort >/dev/null 2>&1; then
+  ran=1
+  h=$(run "$LIB" sort 20000 2 1M); g=$(run "" sort 20000 2 1M)
+  expect "sort under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "sort: same output under both" "$(field "$h" check)" "$(field "$g" check)"
 fi
 if [ -x /usr/bin/python3 ]; then
   ran=1
