@@ -8,10 +8,10 @@
  * and the decay statistics.
  * Promises: memory is decommitted only once it has been idle for
  * HAKMEM_PURGE_DELAY_MS, never because of how much was freed, so a steady
- * state makes no purge at all (a heap about to map a new superslab gives
- * back the whole free pages of classes it stopped allocating after a
- * quarter of the delay: heap_cool_grow; that is growth, not a steady
- * state). With the background thread, an idle
+ * state makes no purge at all (a heap about to map a new superslab first
+ * gives back every heap's free slabs, and its own whole free pages of
+ * classes it stopped allocating, idle for a quarter of the delay:
+ * heap_purge_grow, heap_cool_grow; that is growth, not a steady state). With the background thread, an idle
  * program's memory goes back without any allocator call: the thread starts
  * once DECAY_BG_MAPPED_BYTES are mapped or a component holds
  * DECAY_BG_START_BYTES idle (small programs never get one), sleeps until

@@ -243,10 +243,11 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       if (p != NULL) return p;
       continue;
     }
-    if (h == heap_front.heap && h->cool_ms != UINT64_MAX) {
+    if (h == heap_front.heap) {
       uint64_t now = os_now_ms();
       if (now >= h->cool_grow_ms) {
-        decay_count(heap_cool_grow(h));
+        if (h->cool_ms != UINT64_MAX) decay_count(heap_cool_grow(h));
+        decay_count(heap_purge_grow(h, heap_exit_heap, now));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }
     }

@@ -103,6 +103,11 @@ void heap_release_slab_locked(heap_t *h, slab_t *s);
  * free superslabs idle that long (everything idle if force). Under
  * h->lock. Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force);
+/* self (locked by the caller) is about to map a new superslab: every
+ * heap's free slabs idle for a quarter of the purge delay are decommitted
+ * now (other heaps only if their lock is free; never skip). The schedule
+ * is left alone. Returns the bytes decommitted. */
+size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now);
 /* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
  * free a purge delay ago too (a pass looks at them at most once a delay),
  * or all of them if force, give their pages past the first

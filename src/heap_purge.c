@@ -64,7 +64,7 @@ void heap_release_slab_locked(heap_t *h, slab_t *s) {
 /* Decommit h's free slabs idle for the purge delay and release its wholly
  * free superslabs idle that long (everything idle if force). Under h->lock.
  * Returns the bytes decommitted. */
-size_t heap_purge(heap_t *h, uint64_t now, bool force) {
+static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force, bool grow) {
   uint64_t next = UINT64_MAX;
   size_t purged = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) {
@@ -72,7 +72,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */
       superslab_t *next_ss = ss->next;
       size_t d;
-      if (ss_purge_step(ss, now, force, &next, &d)) {
+      if (ss_purge_step(ss, now, delay, force, &next, &d)) {
         d = ss_dirty_bytes(ss);
         heap_owned_remove(h, ss);
         ss_set_heap(ss, NULL);
@@ -83,7 +83,26 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
       ss = next_ss;
     }
   }
-  atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
+  /* A pass with a shorter delay leaves the schedule alone: what it left is
+   * due no sooner than the schedule says. */
+  if (!grow) atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
+  return purged;
+}
+
+size_t heap_purge(heap_t *h, uint64_t now, bool force) { return heap_purge_as(h, now, opt.purge_delay_ms, force, false); }
+
+size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
+  uint64_t delay = opt.purge_delay_ms / HEAP_COOL_STEPS;
+  size_t purged = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
+    if (h == skip || h->dead || atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) == 0) continue;
+    if (h == self) {
+      purged += heap_purge_as(h, now, delay, false, true);
+    } else if (pthread_mutex_trylock(&h->lock) == 0) {
+      if (!h->dead) purged += heap_purge_as(h, now, delay, false, true);
+      pthread_mutex_unlock(&h->lock);
+    }
+  }
   return purged;
 }
 

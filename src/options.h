@@ -50,8 +50,9 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "            \
     "committed (reused warm, with no page fault) before it is returned to the OS "                          \
     "(madvise/munmap); so do the whole free pages of a slab in use that nothing was allocated from "      \
-    "(a class gone quiet; the owner thread gives them back at its next allocator call after that; "        \
-    "after a quarter of the window when the thread is about to map a new superslab). "                      \
+    "(a class gone quiet; the owner thread gives them back at its next allocator call after that). "      \
+    "When a thread is about to map a new superslab, free slabs and such pages idle for a quarter of the "  \
+    "window go back first. "                                                                                \
     "Memory goes back by time only, never because of how much was freed; "                                  \
     "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once. "                                \
     "Changeable at run time: `hak_ctl(\"opt.purge_delay_ms\", ...)`.")                                      \

@@ -180,7 +180,7 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
       superslab_t *ss = *link;
       ss_abandon_reclaim_locked(ss, now);
       size_t purged;
-      if (ss_purge_step(ss, now, force, &next, &purged)) {
+      if (ss_purge_step(ss, now, opt.purge_delay_ms, force, &next, &purged)) {
         ss_abandoned_n--;
         ss->abandoned = 0;
         __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
@@ -394,8 +394,7 @@ size_t ss_dirty_bytes(const superslab_t *ss) {
   return b;
 }
 
-bool ss_purge_step(superslab_t *ss, uint64_t now_ms, bool force, uint64_t *next_due, size_t *purged) {
-  uint64_t delay = opt.purge_delay_ms;
+bool ss_purge_step(superslab_t *ss, uint64_t now_ms, uint64_t delay, bool force, uint64_t *next_due, size_t *purged) {
   bool whole = ss->free_mask == ss_all_mask(ss);
   *purged = 0;
   if (whole && (force || now_ms - ss->last_free_ms >= delay)) return true;

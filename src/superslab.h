@@ -378,11 +378,11 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
 /* Bytes of free slabs whose pages may be resident. */
 size_t ss_dirty_bytes(const superslab_t *ss);
 /* One superslab's turn in a purge pass (a heap's, or the abandoned lists'):
- * true if it is wholly free and idle for the purge delay (or force), for
+ * true if it is wholly free and idle for delay (or force), for
  * the caller to unlink and release; else its idle free slabs are
  * decommitted (*purged: the bytes), and *next_due is lowered to when the
  * rest becomes due. */
-bool ss_purge_step(superslab_t *ss, uint64_t now_ms, bool force, uint64_t *next_due, size_t *purged);
+bool ss_purge_step(superslab_t *ss, uint64_t now_ms, uint64_t delay, bool force, uint64_t *next_due, size_t *purged);
 
 /* Statistics: visit every live superslab (registry lock held; the slab
  * fields read are a racy snapshot, good enough for reporting). */
