@@ -83,14 +83,8 @@ int main(void)
          "(+%zu MiB, limit %zu); %d blocks damaged\n",
          SMALL, BIG, r0 / MiB, r1 / MiB, grew / MiB, limit / MiB, bad);
   int fail = 0;
-  if (grew >= limit) {
-    fprintf(stderr, "FAIL: the new phase took fresh pages while the old one's free pages stayed resident\n");
-    fail = 1;
-  }
-  if (bad != 0) {
-    fprintf(stderr, "FAIL: a block lost its pattern\n");
-    fail = 1;
-  }
+  fail |= tu_fail_if(grew >= limit, "the new phase took fresh pages while the old one's free pages stayed resident");
+  fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   for (size_t i = 0; i < NSMALL; i++) free(small[i]);
   for (size_t i = 0; i < NBIG; i++) free(big[i]);
   return fail;

@@ -90,14 +90,8 @@ static int reuse(const char *part, size_t big, size_t small, size_t limit)
          "%d blocks damaged or overlapping\n",
          part, big / MiB, small / MiB, r0 / MiB, r1 / MiB, grew / MiB, limit / MiB, bad);
   int fail = 0;
-  if (grew >= limit) {
-    fprintf(stderr, "FAIL: the smaller blocks took fresh pages while the freed mapping stayed resident\n");
-    fail = 1;
-  }
-  if (bad != 0) {
-    fprintf(stderr, "FAIL: a block lost its pattern or overlaps another\n");
-    fail = 1;
-  }
+  fail |= tu_fail_if(grew >= limit, "the smaller blocks took fresh pages while the freed mapping stayed resident");
+  fail |= tu_fail_if(bad != 0, "a block lost its pattern or overlaps another");
   return fail;
 }
 
@@ -122,14 +116,8 @@ static int alternate(void)
          "%d blocks damaged\n",
          big / MiB, small / MiB, faults, limit, bad);
   int fail = 0;
-  if (faults >= limit) {
-    fprintf(stderr, "FAIL: the rounds fault pages in: the big mapping is not found whole again\n");
-    fail = 1;
-  }
-  if (bad != 0) {
-    fprintf(stderr, "FAIL: a block lost its pattern\n");
-    fail = 1;
-  }
+  fail |= tu_fail_if(faults >= limit, "the rounds fault pages in: the big mapping is not found whole again");
+  fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   return fail;
 }
 

@@ -90,14 +90,8 @@ int main(void)
          "(+%zu KiB, limit %zu); %d blocks damaged\n",
          r0 >> 10, r1 >> 10, grew >> 10, limit >> 10, bad);
   int fail = 0;
-  if (grew >= limit) {
-    fprintf(stderr, "FAIL: new superslabs were mapped while the other heap's idle free slabs stayed resident\n");
-    fail = 1;
-  }
-  if (bad != 0) {
-    fprintf(stderr, "FAIL: a block lost its pattern\n");
-    fail = 1;
-  }
+  fail |= tu_fail_if(grew >= limit, "new superslabs were mapped while the other heap's idle free slabs stayed resident");
+  fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   for (size_t i = 0; i < NBLK; i++) free(blk[i]);
   return fail;
 }

@@ -40,6 +40,14 @@ static inline size_t tu_rss_bytes(void)
   return (size_t)strtoul(q, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* A figure's verdict: 1 (and msg on stderr) when bad, else 0; a test ORs
+ * them, so that every failed check is told, not only the first. */
+static inline int tu_fail_if(int bad, const char *msg)
+{
+  if (bad) fprintf(stderr, "FAIL: %s\n", msg);
+  return bad != 0;
+}
+
 /* The live sampled blocks of a profile dump: the first count of
  * PREFIX.heap's header line ("heap profile: N: ..."); -1 without one. */
 static inline long tu_heap_samples(const char *prefix)
