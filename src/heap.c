@@ -247,7 +247,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       uint64_t now = os_now_ms();
       if (now >= h->cool_grow_ms) {
         if (h->cool_ms != UINT64_MAX) decay_count(heap_cool_grow(h));
-        decay_count(heap_purge_grow(h, heap_exit_heap, now));
+        decay_count(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }
     }
