@@ -54,7 +54,11 @@ HAK_API HAK_MALLOC_ATTR void *hak_pvalloc(size_t size);
 /* Bytes usable at ptr (>= the size requested); 0 for NULL. */
 HAK_API size_t hak_usable_size(const void *ptr);
 
-/* Nonzero if ptr lies in memory hakmem manages (one table load). */
+/* Nonzero if ptr lies in memory hakmem manages (one table load). It is kept
+ * per 4 MiB region: nonzero for every pointer hakmem returned and every byte
+ * of a block up to 1 MiB; for a large block's region it is nonzero past the
+ * block's end as well, where no page may be mapped, and zero in the regions
+ * of a block bigger than 4 MiB after its first. */
 HAK_API int hak_owns(const void *ptr);
 
 /* Release memory held in caches and free slabs back to the OS now. */
