@@ -67,7 +67,7 @@ SUITE_FULL=(
   "random_mixed_257_768|HAKMEM_BENCH_MIN_SIZE=257 HAKMEM_BENCH_MAX_SIZE=768|bench_random_mixed 30000000 400 42"
   "mid_large_mt||bench_mid_large_mt 2 5000000 400 8192 32768"
   "mid_mt_257_768||bench_mid_large_mt 2 15000000 400 257 768"
-  "mid_mt_64k_1m||bench_mid_large_mt 2 400000 64 65536 1048576"
+  "mid_mt_64k_1m||bench_mid_large_mt 2 2000000 64 65536 1048576"
   "larson||larson 1 8 128 5000 20 12345 2"
   "random_mixed_prof|HAKMEM_PROF=1 HAKMEM_PROF_FILE=/tmp/hakmem-bench-prof|bench_random_mixed 40000000 400 42"
   "larson_prof|HAKMEM_PROF=1 HAKMEM_PROF_FILE=/tmp/hakmem-bench-prof|larson 1 8 128 5000 20 12345 2"
