@@ -41,10 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "hakmem.h"
+#include "os.h" /* os_is_mapped: the harness is built with the core's sources */
 
 #define NSLOT 64
 #define FULL_CHECK ((size_t)8192) /* larger blocks: 1 KiB windows at head, middle, tail */
@@ -282,14 +281,6 @@ static void bad_free(in_t *in, unsigned opc, slot_t *s)
   }
 }
 
-/* Is the page holding p mapped (mincore fails with ENOMEM otherwise)? */
-static int page_mapped(const void *p)
-{
-  long ps = sysconf(_SC_PAGESIZE);
-  unsigned char v;
-  return mincore((void *)((uintptr_t)p & ~(uintptr_t)(ps - 1)), (size_t)ps, &v) == 0;
-}
-
 static void uaf_write(in_t *in, unsigned opc)
 {
   freed_t *f = &freed[rd8(in) % NFREED];
@@ -299,7 +290,7 @@ static void uaf_write(in_t *in, unsigned opc)
   if (in_live((uintptr_t)f->p, f->n) || !hak_owns(f->p)) return; /* reused, or given back to the OS */
   /* hak_owns answers per 4 MiB region: a cached mapping that a later block
    * reuses held to its size may no longer cover the freed block's page. */
-  if (!page_mapped(f->p)) return;
+  if (!os_is_mapped(f->p)) return;
   uintptr_t val;
   slot_t *o = &slots[sel % NSLOT];
   switch ((opc >> 4) % 3) {
