@@ -69,9 +69,12 @@ HAK_API void hak_collect(int force);
  * from slab metadata (a snapshot: other threads keep running). The event
  * counters (allocs .. slow_allocs) are nonzero only in a statistics build
  * (-DHAKMEM_STATS=ON). Versioned: set size = sizeof(struct hak_stats)
- * before calling; fields beyond the caller's size are not written. */
-#define HAK_STATS_VERSION 3
-#define HAK_STATS_CLASSES 64
+ * before calling; fields beyond the caller's size are not written.
+ * Version 4 grew classes[] from 64 to 80 entries (76 classes are filled),
+ * which moved every field after it: a caller built against an older
+ * hakmem.h must check version before it reads past its classes[]. */
+#define HAK_STATS_VERSION 4
+#define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
  * struct order; hak_ctl's "stats.<name>" names, the report and the field

@@ -102,9 +102,9 @@ void *alloc_slow(size_t size) {
     /* Blocks of other threads' slabs this thread freed serve once the
      * current slab has none; an allocation here marks the class as one the
      * thread allocates, so its foreign frees are kept (heap.c). */
-    if (HAK_UNLIKELY((h->xc.live >> cls) & 1)) return heap_xc_alloc(h, cls);
+    if (HAK_UNLIKELY(cls < HEAP_XC_MASK_CLASSES && ((h->xc.live >> cls) & 1))) return heap_xc_alloc(h, cls);
     if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
-    if (h->batch == NULL) h->xc.want |= (uint64_t)1 << cls;
+    if (h->batch == NULL && cls < HEAP_XC_MASK_CLASSES) h->xc.want |= (uint64_t)1 << cls;
 #endif
     return heap_alloc_class_with(h, cls, alloc_oom_refill);
   }

@@ -87,7 +87,7 @@ static int ctl_stats(const char *name, void *oldp, size_t *oldlenp) {
   } else if (strncmp(name, "classes.", 8) == 0) {
     char *end;
     unsigned long i = strtoul(name + 8, &end, 10);
-    if (end == name + 8 || *end != '.' || i >= HAK_STATS_CLASSES) return ENOENT;
+    if (end == name + 8 || *end != '.' || i >= HAK_NCLASS) return ENOENT;
     size_t f = ctl_find(ctl_class_names, CTL_NELEM(ctl_class_off), end + 1);
     if (f == CTL_NELEM(ctl_class_off)) return ENOENT;
     off = offsetof(struct hak_stats, classes) + i * sizeof(struct hak_class_stats) + ctl_class_off[f];

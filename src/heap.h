@@ -60,12 +60,15 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 #endif
 #define HEAP_XC_CLASS_BYTES ((uint32_t)16384) /* per class */
 #define HEAP_XC_CLASS_BLOCKS 128u
+#define HEAP_XC_MASK_CLASSES 64u
 typedef struct heap_xcache {
   /* run[c].free heads the list; run[c].used counts the pops (slab_pop) */
   slab_t run[HAK_NCLASS];
   uint16_t n[HAK_NCLASS]; /* pushes; held = n - run.used (16-bit) */
   uint64_t want;   /* classes this thread allocates (set by its slow allocations) */
   uint64_t live;   /* classes the direct table serves from run[] */
+  /* The masks hold the first HEAP_XC_MASK_CLASSES classes (the direct
+   * table's are all among them); the classes past them are never kept. */
 } heap_xcache_t;
 
 /* Kept within one page (heap_new carves one per page): 3.3 KiB. */

@@ -115,7 +115,7 @@ void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
      * full class sends the block home at once: the kept ones wait for the
      * thread's allocations, and nothing is walked. */
     uint32_t held = (uint16_t)(xc->n[c] - r->used);
-    if (((xc->want >> c) & 1) && held < HEAP_XC_CLASS_BLOCKS && (held + 1) * s->bsize <= HEAP_XC_CLASS_BYTES) {
+    if (c < HEAP_XC_MASK_CLASSES && ((xc->want >> c) & 1) && held < HEAP_XC_CLASS_BLOCKS && (held + 1) * s->bsize <= HEAP_XC_CLASS_BYTES) {
       blk_free(b, r->free);
       r->free = b;
       if (HAK_UNLIKELY(!slab_holds(r, b))) heap_xc_target(h, c, s);
@@ -162,7 +162,7 @@ void heap_xc_flush(heap_t *h) {
     if (h->xc.run[c].free != NULL) {
       heap_xc_len(h, c);
       heap_xc_spill(h, c);
-    } else if ((h->xc.live >> c) & 1) {
+    } else if (c < HEAP_XC_MASK_CLASSES && ((h->xc.live >> c) & 1)) {
       heap_xc_close(h, c);
     }
   }

@@ -9,16 +9,22 @@ uint8_t sc_bucket_class[HAK_DIRECT_N];
 uint32_t sc_size[HAK_NCLASS];
 uint16_t sc_batch[HAK_NCLASS];
 uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
-uint8_t sc_mid_class[SC_MID_MAX >> 8];
+uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT];
 
-static uint32_t sc_size_of_class(unsigned c) {
-  if (c < 8) return 16u * (c + 1);
-  /* Classes 28..35 are 4.5, 5, .., 8 KiB (SC_FINE_EXTRA): eight steps of
-   * 512 B. */
-  if (c >= 28 && c < 28 + 2 * SC_FINE_EXTRA) return 4096u + 512u * (c - 27);
-  if (c >= 28 + 2 * SC_FINE_EXTRA) c -= SC_FINE_EXTRA;
-  unsigned b = 7 + (c - 8) / 4, sub = (c - 8) % 4;
-  return (uint32_t)((5u + sub) << (b - 2));
+static void sc_put(unsigned *n, uint32_t size) {
+  if (*n < HAK_NCLASS) sc_size[*n] = size;
+  (*n)++;
+}
+
+/* Fills sc_size in increasing order; returns how many classes it made. */
+static unsigned sc_fill_sizes(void) {
+  unsigned n = 0;
+  for (uint32_t sz = 16; sz <= 128; sz += 16) sc_put(&n, sz);
+  for (uint32_t p = 128; p < HAK_SMALL_MAX; p *= 2) {
+    if (p >= 512 && p <= 4096) sc_put(&n, p + p / 16); /* a power of two and a header */
+    for (uint32_t k = 1, steps = p == 4096 ? 8 : 4; k <= steps; k++) sc_put(&n, p + p / steps * k);
+  }
+  return n;
 }
 
 /* The smallest class holding size (tables are built once; a search). */
@@ -29,8 +35,8 @@ static unsigned sc_search(size_t size) {
 }
 
 void sc_init(size_t refill_bytes) {
+  unsigned made = sc_fill_sizes();
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
-    sc_size[c] = sc_size_of_class(c);
     /* A refill carves about one page (at least one block, at most 256):
      * linking the blocks touches their memory, so a bigger batch would
      * fault in pages the program may never use. */
@@ -47,8 +53,13 @@ void sc_init(size_t refill_bytes) {
     sc_bucket_hi[c] = (uint8_t)i;
   }
   sc_bucket_class[HAK_DIRECT_N - 1] = 0; /* never used: the "not here" bucket */
-  /* Bucket i holds sizes 256*i+1 .. 256*(i+1); buckets 0..3 (up to 1 KiB)
+  /* Bucket i holds sizes 64*i+1 .. 64*(i+1); buckets 0..15 (up to 1 KiB)
    * are never used. */
-  for (unsigned i = HAK_FAST_MAX >> 8; i < (SC_MID_MAX >> 8); i++)
-    sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << 8) + 1);
+  for (unsigned i = HAK_FAST_MAX >> SC_MID_SHIFT; i < (SC_MID_MAX >> SC_MID_SHIFT); i++)
+    sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << SC_MID_SHIFT) + 1);
+  /* The constants of sizeclass.h describe this table: a mismatch is a
+   * build that would hand out blocks of the wrong size. */
+  if (made != HAK_NCLASS || sc_size[HAK_CLASS_MEDIUM_FIRST] != 2560 || sc_size[HAK_CLASS_BIG_FIRST] != 81920 ||
+      sc_size[SC_OCTAVE_13] != 10240 || sc_size[HAK_NCLASS - 1] != HAK_SMALL_MAX)
+    __builtin_trap();
 }

@@ -58,7 +58,6 @@ int main(int argc, char **argv) {
   len = 0;
   CHECK(hak_ctl("stats.mapped_bytes", NULL, &len, NULL, 0) == 0 && len == sizeof(size_t), "size query");
   CHECK(hak_ctl("stats.mapped_bytes", NULL, NULL, &v, sizeof v) == EPERM, "stats are read-only");
-  CHECK(hak_ctl("stats.classes.64.slabs", &v, &(size_t){sizeof v}, NULL, 0) == ENOENT, "class out of range");
   CHECK(hak_ctl("stats.classes.1.nope", &v, &(size_t){sizeof v}, NULL, 0) == ENOENT, "class field");
 
   /* Every field of both lists reads as in a snapshot taken right after
@@ -88,6 +87,13 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "stats.classes.%u.block_size", c);
     CHECK(rd(name) == st.classes[c].block_size && rd(name) > 0, "%s", name);
   }
+  /* The class after the last one filled is out of range, whatever
+   * HAK_STATS_CLASSES leaves room for. */
+  char past[64];
+  snprintf(past, sizeof past, "stats.classes.%u.slabs", st.nclasses);
+  CHECK(hak_ctl(past, &v, &(size_t){sizeof v}, NULL, 0) == ENOENT, "class out of range (%s)", past);
+  snprintf(past, sizeof past, "stats.classes.%u.block_size", st.nclasses - 1);
+  CHECK(rd(past) == st.classes[st.nclasses - 1].block_size && rd(past) == 1048576, "the last class (%s)", past);
 
   /* options */
   uint64_t d = 0, nd = 2500;

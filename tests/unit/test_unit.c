@@ -11,7 +11,8 @@
  *             linear search of sc_size), block sizes are multiples of 16 and
  *             increasing, the waste stays within sizeclass.h's promise (24 %
  *             at 129 B, 12 % between 4 and 8 KiB, 20 % elsewhere above
- *             128 B), and sc_kind follows
+ *             128 B), a power of two plus 8 B from 512 B to 4 KiB gets the
+ *             17/16 class, and sc_kind follows
  *             HAK_CLASS_MEDIUM_FIRST / HAK_CLASS_BIG_FIRST.
  * blockstart  on a real slab of every class up to 64 KiB (one live block
  *             of it, from hak_malloc), slab_is_block_start is true exactly
@@ -57,6 +58,12 @@ static void part_sizeclass(void)
     CHECK(sc_kind(c) == want, "class %u: kind %u, want %u", c, sc_kind(c), want);
   }
   CHECK(sc_size[HAK_NCLASS - 1] == HAK_SMALL_MAX, "largest class %u, want %zu", sc_size[HAK_NCLASS - 1], HAK_SMALL_MAX);
+  /* A power of two plus a small header (sqlite's 1032 and 4104 B page
+   * buffers) gets the class at 17/16 of the power, 512 B to 4 KiB. */
+  for (size_t p2 = 512; p2 <= 4096; p2 *= 2) {
+    unsigned c = sc_of(p2 + 8);
+    CHECK(sc_size[c] == p2 + p2 / 16, "sc_of(%zu) gives %u B, want %zu", p2 + 8, sc_size[c], p2 + p2 / 16);
+  }
   double worst = 0;
   size_t worst_n = 0;
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
