@@ -70,7 +70,7 @@ HAK_API void hak_collect(int force);
  * counters (allocs .. slow_allocs) are nonzero only in a statistics build
  * (-DHAKMEM_STATS=ON). Versioned: set size = sizeof(struct hak_stats)
  * before calling; fields beyond the caller's size are not written.
- * Version 4 grew classes[] from 64 to 80 entries (76 classes are filled),
+ * Version 4 grew classes[] from 64 to 80 entries (68 classes are filled),
  * which moved every field after it: a caller built against an older
  * hakmem.h must check version before it reads past its classes[]. */
 #define HAK_STATS_VERSION 4

@@ -71,7 +71,7 @@ typedef struct heap_xcache {
    * table's are all among them); the classes past them are never kept. */
 } heap_xcache_t;
 
-/* Kept within one page (heap_new carves one per page): 3.3 KiB. */
+/* Kept within one page (heap_new carves one per page): 3.4 KiB. */
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];           /* the class's current slab */
