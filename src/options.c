@@ -271,11 +271,13 @@ static void opt_apply_preset(int preset) {
     opt.large_cache_bytes = (size_t)1 << 30;
     opt.refill_bytes = 16384;
     opt.ss_cache = 32;
+    opt.borrow_classes = 0;
   } else if (preset == HAK_PRESET_LOWMEM) {
     opt.purge_delay_ms = 1;
     opt.large_cache_bytes = (size_t)4 << 20;
     opt.refill_bytes = 4096;
     opt.ss_cache = 0;
+    opt.borrow_classes = 4;
     opt.thp = HAK_THP_NEVER;
   }
 }

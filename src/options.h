@@ -43,8 +43,9 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "Checked before hakmem touches any of its own state.")                                                  \
   X(PRESET, preset, CHOICE, int, HAK_PRESET_BALANCED, "balanced|fast|lowmem", 0, 0, "",                     \
     "Preset of the options below, applied first; variables set explicitly override it. "                    \
-    "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32. "                          \
-    "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never. "                  \
+    "`fast`: PURGE_DELAY_MS=1000, LARGE_CACHE=1G, REFILL_BYTES=16K, SS_CACHE=32, BORROW_CLASSES=0. "        \
+    "`lowmem`: PURGE_DELAY_MS=1, LARGE_CACHE=4M, REFILL_BYTES=4K, SS_CACHE=0, THP=never, "                  \
+    "BORROW_CLASSES=4. "                                                                                    \
     "`HAKMEM_PROFILE`, its former name, is still accepted (with a notice on stderr).")                      \
   X(PURGE_DELAY_MS, purge_delay_ms, UINT, uint64_t, 100, "", 0, 3600000, "",                                \
     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "            \
@@ -74,6 +75,11 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "refill: larger means fewer slow-path calls, more memory touched ahead of use.")                        \
   X(SS_CACHE, ss_cache, UINT, uint64_t, 8, "", 0, 1024, "",                                                 \
     "Empty 4 MiB superslabs kept (decommitted) for reuse instead of unmapped.")                             \
+  X(BORROW_CLASSES, borrow_classes, UINT, uint64_t, 2, "", 0, 8, "",                                       \
+    "A medium or big size class (blocks above 2176 B) with no free block left, about to touch "           \
+    "fresh or given-back pages, takes a free block of one of the next this many larger classes "          \
+    "(from that class's current slab) instead: freed blocks of one size then serve the sizes just "      \
+    "below it, so a program whose sizes shift holds less. 0: every class uses only its own.")             \
   X(REALLOC_ARENA, realloc_arena, SIZE, size_t, (size_t)16 << 10, "", 0, (uint64_t)1 << 20, "",              \
     "A block that realloc grows to at least this many bytes moves to the coalescing arenas of the "        \
     "large blocks (with room to grow), where later growth extends it in place into the free span "        \
