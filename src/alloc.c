@@ -68,6 +68,21 @@ static void *alloc_class(unsigned cls) {
   return heap_alloc_class_with(h, cls, alloc_oom_refill);
 }
 
+/* alloc_class for alloc_aligned: a block a larger class lends (heap_borrow)
+ * must have the alignment too. A thread without a heap yet gets a new one,
+ * which has nothing to lend, and one that exited the shared exit heap,
+ * which lends only blocks as aligned as the class's own. */
+static void *alloc_class_aligned(unsigned cls, size_t align) {
+  heap_t *h = heap_front.self;
+  if (HAK_UNLIKELY(h == NULL)) return alloc_class(cls);
+  void *p = heap_alloc_class_aligned(h, cls, align);
+  if (HAK_UNLIKELY(p == NULL)) {
+    alloc_oom_collect();
+    p = heap_alloc_class_aligned(h, cls, align);
+  }
+  return p;
+}
+
 /* The rare part of alloc_slow (first call of a thread or the process, the
  * bypass, large blocks, a closed front): out of line, so that the common
  * part — sizes above 1 KiB and refills — needs no registers saved. */
@@ -409,7 +424,7 @@ void *alloc_aligned(size_t align, size_t size) {
      * is larger. */
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
-    void *p = alloc_class(cls);
+    void *p = alloc_class_aligned(cls, align);
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, sc_size[cls]);
     return p;
   }

@@ -19,7 +19,8 @@
  * HAKMEM_BORROW_CLASSES=0) none may be: the option turns it off, and the
  * test can tell the two apart.
  * Then an aligned allocation whose alignment the lender's blocks do not
- * all have (32 KiB from the 40 KiB class) must come back aligned, every
+ * all have (32 KiB from the 40 KiB class) must come back aligned, while
+ * plain mallocs of that size borrow the unaligned blocks too; every
  * block reads back its pattern, no address is handed out twice, and
  * another thread frees the borrowed blocks (a remote free into the
  * lender's slab) while this one allocates them again.
@@ -55,22 +56,56 @@ static int intact(size_t lender_size)
   return bad;
 }
 
-/* 32 KiB-aligned blocks of 32 KiB while the 40 KiB class has free blocks
- * (40 KiB blocks start on 8 KiB multiples: most are not 32 KiB-aligned). */
-static int aligned_ok(void)
+/* 40 KiB blocks start on 8 KiB multiples: most are not 32 KiB-aligned.
+ * With seven of them free (the list's head at 240 KiB, not aligned),
+ * posix_memalign(32 KiB, 32 KiB) must come back aligned; then, with the
+ * 32 KiB class's blocks all live, plain mallocs of 32 KiB borrow the
+ * 40 KiB blocks (usable size 40 KiB), aligned or not: only an aligned
+ * allocation holds a borrowed block to an alignment. Returns the failures. */
+static int aligned_ok(int off)
 {
-  void *keep[8], *a[8];
-  int bad = 0;
+  void *keep[8], *a[8], *m[7];
+  int misaligned = 0;
+  unsigned borrowed = 0, odd = 0;
   for (unsigned i = 0; i < 8; i++) keep[i] = malloc(40 * KiB);
   for (unsigned i = 0; i + 1 < 8; i++) free(keep[i]);
   for (unsigned i = 0; i < 8; i++) {
-    if (posix_memalign(&a[i], 32 * KiB, 32 * KiB) != 0 || ((uintptr_t)a[i] & (32 * KiB - 1)) != 0) bad++;
-    else memset(a[i], 0x5a, 32 * KiB);
+    if (posix_memalign(&a[i], 32 * KiB, 32 * KiB) != 0 || ((uintptr_t)a[i] & (32 * KiB - 1)) != 0) {
+      misaligned++;
+      a[i] = NULL;
+    } else {
+      memset(a[i], 0x5a, 32 * KiB);
+    }
   }
-  printf("aligned: %d of 8 posix_memalign(32 KiB, 32 KiB) misaligned or failed\n", bad);
+  for (unsigned i = 0; i < 7; i++) {
+    m[i] = malloc(32 * KiB);
+    if (m[i] == NULL) return 1;
+    memset(m[i], 0xa5, 32 * KiB);
+    if (malloc_usable_size(m[i]) == 40 * KiB) {
+      borrowed++;
+      if ((uintptr_t)m[i] & (32 * KiB - 1)) odd++;
+    }
+  }
+  printf("aligned: %d of 8 posix_memalign(32 KiB, 32 KiB) misaligned or failed; %u of 7 mallocs of "
+         "32 KiB borrowed 40 KiB blocks, %u of them not 32 KiB-aligned\n",
+         misaligned, borrowed, odd);
+  int fail = 0;
+  if (misaligned != 0) {
+    fprintf(stderr, "FAIL: an aligned allocation came back misaligned\n");
+    fail = 1;
+  }
+  if (!off && (borrowed != 7 || odd == 0)) {
+    fprintf(stderr, "FAIL: plain mallocs did not borrow the larger class's blocks, unaligned ones too\n");
+    fail = 1;
+  }
+  if (off && borrowed != 0) {
+    fprintf(stderr, "FAIL: a plain malloc borrowed with HAKMEM_BORROW_CLASSES=0\n");
+    fail = 1;
+  }
   for (unsigned i = 0; i < 8; i++) free(a[i]);
+  for (unsigned i = 0; i < 7; i++) free(m[i]);
   free(keep[7]);
-  return bad;
+  return fail;
 }
 
 int main(int argc, char **argv)
@@ -136,10 +171,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "FAIL: a block was handed out twice or damaged\n");
     fail = 1;
   }
-  if (aligned_ok() != 0) {
-    fprintf(stderr, "FAIL: an aligned allocation came back misaligned\n");
-    fail = 1;
-  }
+  if (aligned_ok(off) != 0) fail = 1;
 
   /* The borrowed blocks go home from another thread while this one
    * allocates the borrower's size again. */
