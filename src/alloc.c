@@ -33,7 +33,7 @@ static void alloc_oom_collect(void) { decay_collect_all(true); }
 static void *alloc_oom_refill(heap_t *h, unsigned cls) HAK_COLD;
 static void *alloc_oom_refill(heap_t *h, unsigned cls) {
   alloc_oom_collect();
-  return heap_alloc_refill(h, cls, NULL);
+  return heap_alloc_refill(h, cls, NULL, 1);
 }
 
 /* A large block, retried once after a collection (not for a size no
@@ -75,10 +75,10 @@ static void *alloc_class(unsigned cls) {
 static void *alloc_class_aligned(unsigned cls, size_t align) {
   heap_t *h = heap_front.self;
   if (HAK_UNLIKELY(h == NULL)) return alloc_class(cls);
-  void *p = heap_alloc_class_aligned(h, cls, align);
+  void *p = heap_alloc_class_at(h, cls, NULL, align);
   if (HAK_UNLIKELY(p == NULL)) {
     alloc_oom_collect();
-    p = heap_alloc_class_aligned(h, cls, align);
+    p = heap_alloc_class_at(h, cls, NULL, align);
   }
   return p;
 }

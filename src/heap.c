@@ -516,7 +516,7 @@ static slab_t *heap_reusable_slab(heap_t *h, const slab_t *cur) {
  * head block must be aligned as the request needs (align: 1 for malloc;
  * alloc_aligned picks a class whose size is a multiple of its alignment,
  * which a larger class's blocks need not be, and says so through
- * heap_alloc_class_aligned). The shared exit and profiling heaps, whose
+ * heap_alloc_class_at). The shared exit and profiling heaps, whose
  * callers alloc_aligned does not reach, keep to the class's own
  * alignment. (Keeping to it everywhere cost bench_calloc 7 % of the
  * saving: a power of two's blocks rarely sit where a larger class's do.) */
@@ -729,24 +729,18 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
 #endif
 }
 
-void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom) {
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t align) {
   HAK_STAT(ST_REFILL);
   /* Profiling: heap_prof.c refills the class's batch from its current
    * slab, and calls heap_refill back when it cannot. The rest of
    * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
    * the pace of the slabs' refills, as without the profiler, not the
-   * batches'. */
+   * batches' (which never borrow, so align does not matter there). */
   if (h->batch != NULL) {
     if (HAK_UNLIKELY(h->rcache.frees != 0)) return heap_batch_settle(h, cls, oom);
     return heap_batch_refill(h, cls, oom);
   }
-  return heap_refill(h, cls, oom);
-}
-
-void *heap_alloc_refill_aligned(heap_t *h, unsigned cls, uintptr_t align) {
-  HAK_STAT(ST_REFILL);
-  if (h->batch != NULL) return heap_alloc_refill(h, cls, NULL); /* batches never borrow */
-  return heap_refill_as(h, cls, NULL, NULL, align);
+  return heap_refill_as(h, cls, oom, NULL, align);
 }
 
 /* ---- thread exit --------------------------------------------------------- */

@@ -168,27 +168,22 @@ void heap_exit_release(void);
  * argument, so heap.c calls nothing above it and a refill that succeeds
  * pays nothing for it. */
 typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls);
-/* Take a block of class cls when h->front[cls] has none. */
-void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom);
+/* Take a block of class cls when h->front[cls] has none. align: 1, or for
+ * an aligned allocation its alignment (a power of two that divides the
+ * class's block size), which a block a larger class lends must have too
+ * (heap.c, heap_borrow). */
+void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t align);
 /* A block of class cls from h: the current slab's list, else a refill. */
-HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, heap_oom_fn oom) {
+HAK_INLINE void *heap_alloc_class_at(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t align) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
-  return heap_alloc_refill(h, cls, oom);
+  return heap_alloc_refill(h, cls, oom, align);
+}
+HAK_INLINE void *heap_alloc_class_with(heap_t *h, unsigned cls, heap_oom_fn oom) {
+  return heap_alloc_class_at(h, cls, oom, 1);
 }
 HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) { return heap_alloc_class_with(h, cls, NULL); }
-/* heap_alloc_class for an allocation aligned to align, a power of two that
- * divides the class's block size: a block a larger class lends must have
- * the alignment too (heap.c, heap_borrow). NULL (errno ENOMEM) when out of
- * memory, with no retry. */
-void *heap_alloc_refill_aligned(heap_t *h, unsigned cls, uintptr_t align);
-HAK_INLINE void *heap_alloc_class_aligned(heap_t *h, unsigned cls, uintptr_t align) {
-  slab_t *s = h->front[cls];
-  block_t *b = s->free;
-  if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
-  return heap_alloc_refill_aligned(h, cls, align);
-}
 /* A block of a slab owned by h, freed by h's thread, that the fast path did
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not free (slab_block_is_free). */
