@@ -120,7 +120,7 @@ static uint64_t decay_pass(void) {
 
 static void decay_wait_until(uint64_t due_ms) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  os_clock(CLOCK_MONOTONIC, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
   uint64_t ms = due_ms > now ? due_ms - now : 1;
   if (ms > 3600000) ms = 3600000;
@@ -146,7 +146,7 @@ static void decay_wait_until(uint64_t due_ms) {
 #define DECAY_EXIT_CHECK_MS 100
 static uint64_t decay_now_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  os_clock(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 

@@ -11,7 +11,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -31,9 +33,98 @@ static int os_thp = OS_THP_DEFAULT;
 
 void os_set_thp(int mode) { os_thp = mode; }
 
+/* The kernel's clock_gettime in the vDSO, called directly: libc's wrapper
+ * calls the same function, but running the wrapper faults in the 64 KiB of
+ * libc's text around it (fault-around), which a small program does not
+ * otherwise touch: 64 KiB more resident in every process that allocates
+ * (docs/footprint.md). NULL before os_init, or where there is no vDSO (or
+ * no such symbol in it): the system call. */
+typedef int (*os_gettime_fn)(clockid_t, struct timespec *);
+static os_gettime_fn os_vdso_gettime;
+
+/* The number of symbols of the vDSO's dynamic symbol table: from DT_HASH's
+ * chain count, else from DT_GNU_HASH (the highest symbol a bucket or chain
+ * reaches). 0 if neither is there. */
+static size_t os_vdso_nsyms(const uint32_t *hash, const uint32_t *gnu) {
+  if (hash != NULL) return hash[1];
+  if (gnu == NULL) return 0;
+  uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2];
+  const uint32_t *buckets = gnu + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
+  const uint32_t *chain = buckets + nbuckets;
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < nbuckets; i++)
+    if (buckets[i] > last) last = buckets[i];
+  if (last < symoffset) return symoffset;
+  while ((chain[last - symoffset] & 1) == 0) last++;
+  return (size_t)last + 1;
+}
+
+/* Find clock_gettime in the ELF image the kernel maps (AT_SYSINFO_EHDR):
+ * its program headers give the load bias and the dynamic section, that
+ * gives the symbol and string tables. The kernel's own selftest
+ * (parse_vdso.c) and Go's runtime read it the same way. */
+/* x86-64's name, and arm64's / riscv's. Writable data on purpose: as
+ * literals they would join the hot read-only data, and RELRO would pass
+ * one page (docs/footprint.md, "Keeping it so"); .data's page is written
+ * at start-up anyway. */
+static char os_vdso_names[2][24] = {"__vdso_clock_gettime", "__kernel_clock_gettime"};
+
+static os_gettime_fn os_vdso_lookup(void) {
+  uintptr_t base = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+  if (base == 0) return NULL;
+  const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return NULL;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+  uintptr_t bias = 0;
+  bool loaded = false;
+  const ElfW(Dyn) *dyn = NULL;
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
+    if (ph[i].p_type == PT_LOAD && !loaded) {
+      bias = base + ph[i].p_offset - ph[i].p_vaddr;
+      loaded = true;
+    } else if (ph[i].p_type == PT_DYNAMIC) {
+      dyn = (const ElfW(Dyn) *)(base + ph[i].p_offset);
+    }
+  }
+  if (!loaded || dyn == NULL) return NULL;
+  const ElfW(Sym) *sym = NULL;
+  const char *str = NULL;
+  const uint32_t *hash = NULL, *gnu = NULL;
+  for (; dyn->d_tag != DT_NULL; dyn++) {
+    uintptr_t a = bias + dyn->d_un.d_ptr;
+    switch (dyn->d_tag) {
+    case DT_SYMTAB: sym = (const ElfW(Sym) *)a; break;
+    case DT_STRTAB: str = (const char *)a; break;
+    case DT_HASH: hash = (const uint32_t *)a; break;
+    case DT_GNU_HASH: gnu = (const uint32_t *)a; break;
+    default: break;
+    }
+  }
+  if (sym == NULL || str == NULL) return NULL;
+  size_t n = os_vdso_nsyms(hash, gnu);
+  for (size_t i = 0; i < n; i++) {
+    if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF) continue;
+    const char *name = str + sym[i].st_name;
+    if (strcmp(name, os_vdso_names[0]) == 0 || strcmp(name, os_vdso_names[1]) == 0)
+      return (os_gettime_fn)(bias + sym[i].st_value);
+  }
+  return NULL;
+}
+
 void os_init(void) {
-  long ps = sysconf(_SC_PAGESIZE);
-  if (ps > 0 && (size_t)ps <= HAK_PAGE_MAX) os_page_size = (size_t)ps;
+  /* getauxval, not sysconf: sysconf reads a jump table in libc's read-only
+   * data, 24 KiB more resident in a program that never calls it. */
+  unsigned long ps = getauxval(AT_PAGESZ);
+  if (ps > 0 && ps <= HAK_PAGE_MAX) os_page_size = (size_t)ps;
+  os_vdso_gettime = os_vdso_lookup();
+}
+
+bool os_clock_direct(void) { return os_vdso_gettime != NULL; }
+
+int os_clock(clockid_t id, struct timespec *ts) {
+  os_gettime_fn f = os_vdso_gettime;
+  if (HAK_LIKELY(f != NULL)) return f(id, ts);
+  return syscall(SYS_clock_gettime, id, ts) == 0 ? 0 : -1;
 }
 
 static void os_account_bytes(size_t size) {
@@ -169,7 +260,7 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
   clockid_t id = (clockid_t)((~(clockid_t)kid << 3) | 4 | 2);
   struct timespec ts;
   int saved = errno;
-  bool ok = clock_gettime(id, &ts) == 0;
+  bool ok = os_clock(id, &ts) == 0;
   errno = saved;
   if (ok) *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   return ok;
@@ -178,9 +269,9 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
 uint64_t os_now_ms(void) {
   struct timespec ts;
 #ifdef CLOCK_MONOTONIC_COARSE
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  os_clock(CLOCK_MONOTONIC_COARSE, &ts);
 #else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  os_clock(CLOCK_MONOTONIC, &ts);
 #endif
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }

@@ -12,6 +12,8 @@
 
 #include "internal.h"
 
+#include <time.h>
+
 typedef struct os_stats {
   _Atomic size_t mapped;        /* bytes currently mapped */
   _Atomic size_t mapped_peak;
@@ -45,6 +47,11 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size);
  * os_map_aligned, which it replaces). */
 bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target);
 uint64_t os_now_ms(void);
+/* clock_gettime (the vDSO's, called directly; the system call before
+ * os_init or without one): 0, or -1 on failure (errno not set). */
+int os_clock(clockid_t id, struct timespec *ts);
+/* Does os_clock call the vDSO (tests)? */
+bool os_clock_direct(void);
 /* The calling thread's kernel id (gettid). */
 uint32_t os_thread_kid(void);
 /* CPU time thread kid of this process has run, in ns; false if there is no
