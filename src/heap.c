@@ -279,6 +279,34 @@ static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
   return s;
 }
 
+bool heap_adopt_on_free(heap_t *h, slab_t *s) {
+  /* Only a thread's own heap with its fast paths open: not the shared exit
+   * and profiling heaps, and not while profiling (whose batches stand
+   * between the heap and its slabs). */
+  if (h != heap_front.heap || h->batch != NULL || (h->tid & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) return false;
+  superslab_t *ss = ss_of(s);
+  /* Only while h has no free slab of that kind of its own: a heap that
+   * took every superslab it freed into would hold them all. Under h's lock:
+   * a purge pass of another thread may be moving h's superslabs. */
+  pthread_mutex_lock(&h->lock);
+  superslab_t *own = h->owned_head[ss->kind];
+  bool take = false;
+  int pub = REMOTE_OK;
+  if (own == NULL || own->free_mask == 0) {
+    /* This thread's pending batches first: those for ss's slabs reach
+     * their thread_free now, and the adoption collects them. Left in the
+     * cache, they would be published later into slabs that are then this
+     * thread's own, and wait there until it next refills: an idle thread
+     * would hold them (test_rss_split mtbg). */
+    pub = remote_flush(&h->rcache);
+    take = ss_abandon_take(ss);
+    if (take) heap_adopt(h, ss);
+  }
+  pthread_mutex_unlock(&h->lock);
+  if (pub == REMOTE_ABANDONED) ss_abandon_note_free();
+  return take;
+}
+
 /* ---- freeing on the owner's slow side ------------------------------------ */
 
 void heap_slab_emptied(heap_t *h, slab_t *s) {

@@ -188,6 +188,12 @@ HAK_INLINE void *heap_alloc_class(heap_t *h, unsigned cls) { return heap_alloc_c
  * not take (slab full) — owner is the value read from s->owner. The caller
  * has checked that b is a block start and not free (slab_block_is_free). */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
+/* The calling thread, whose heap is h, frees a block of s, a slab of a
+ * superslab whose thread exited: h adopts that superslab (true), so this
+ * free and the next ones into it are local and its free blocks and slabs
+ * serve h's allocations; false (nothing done) if h may not adopt (not the
+ * thread's fast-path heap) or another thread took it first. Cold. */
+bool heap_adopt_on_free(heap_t *h, slab_t *s) HAK_COLD;
 #if HEAP_XC_ENABLE
 /* A block b of s (a live block start, not marked) freed by the calling
  * thread, which does not own s; h is the thread's heap (NULL: none). It is

@@ -277,6 +277,26 @@ superslab_t *ss_abandon_pop(unsigned kind) {
   return ss;
 }
 
+bool ss_abandon_take(superslab_t *ss) {
+  bool taken = false;
+  pthread_mutex_lock(&ss_abandon_lock);
+  if (ss->abandoned) {
+    /* The lists are short (a few superslabs per exited thread, until
+     * adopted or released): a walk, not a second link. */
+    for (superslab_t **link = &ss_abandoned[ss->kind]; *link != NULL; link = &(*link)->next) {
+      if (*link != ss) continue;
+      __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
+      ss_abandoned_n--;
+      ss->abandoned = 0;
+      taken = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&ss_abandon_lock);
+  if (taken) ss->next = ss->prev = NULL;
+  return taken;
+}
+
 slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner) {
   slab_t *s = &ss->slabs[idx];
   uint64_t bit = (uint64_t)1 << idx;

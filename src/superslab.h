@@ -348,6 +348,10 @@ void ss_release(superslab_t *ss);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
 void ss_abandon_push(superslab_t *ss);
 superslab_t *ss_abandon_pop(unsigned kind);
+/* Take ss itself off its abandoned list, for a thread that frees into it
+ * (heap_adopt_on_free); false if it is no longer there (adopted, or
+ * released, meanwhile). */
+bool ss_abandon_take(superslab_t *ss);
 /* Collect remote frees into abandoned superslabs, decommit / release what
  * sits idle there for the purge delay (all idle memory if force). Returns
  * when the list should be visited again (UINT64_MAX: nothing idle). */

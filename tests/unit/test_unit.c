@@ -29,6 +29,7 @@
  *             less than 1 MiB idle.
  */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,83 @@ static void part_remote(void)
   printf("remote: %u of them came back to the owner's next %d allocations, none twice\n", back, RN);
 }
 
+/* A thread that frees blocks of a thread that exited takes their
+ * superslab over (heap_adopt_on_free) while it has no free slab of that
+ * kind of its own, and its next allocations reuse that memory; one that
+ * has a free slab of its own leaves the superslab on the abandoned list. */
+#define AN 2000
+#define ASZ 64
+static void *a_blocks[AN];
+static void *adopt_alloc(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < AN; i++) {
+    a_blocks[i] = hak_malloc(ASZ);
+    CHECK(a_blocks[i] != NULL, "hak_malloc");
+    memset(a_blocks[i], i & 0xff, ASZ);
+  }
+  return NULL; /* the thread exits: its superslabs are abandoned */
+}
+typedef struct adopt_result {
+  int own_first, adopted;
+  unsigned reused;
+  sem_t own_done, blocks_ready;
+} adopt_result_t;
+static void *adopt_free(void *arg)
+{
+  adopt_result_t *r = arg;
+  /* With own_first, a slab of its own before the other thread allocates,
+   * so that it comes from another superslab. */
+  void *own = r->own_first ? hak_malloc(ASZ) : NULL;
+  sem_post(&r->own_done);
+  sem_wait(&r->blocks_ready);
+  superslab_t *ss = ss_of(a_blocks[0]);
+  CHECK(own == NULL || ss_of(own) != ss, "the exited thread's blocks share the freeing thread's superslab");
+  for (int i = 0; i < AN; i++) {
+    const unsigned char *b = a_blocks[i];
+    for (int j = 0; j < ASZ; j++) CHECK(b[j] == (i & 0xff), "block %d changed before its free", i);
+    hak_free(a_blocks[i]);
+  }
+  r->adopted = ss_heap(ss) == heap_front.self && heap_front.self != NULL;
+  void *again[AN];
+  r->reused = 0;
+  for (int i = 0; i < AN; i++) {
+    again[i] = hak_malloc(ASZ);
+    CHECK(again[i] != NULL, "hak_malloc");
+    memset(again[i], 0x5a, ASZ);
+    r->reused += ss_of(again[i]) == ss;
+  }
+  for (int i = 0; i < AN; i++) hak_free(again[i]);
+  hak_free(own);
+  return NULL;
+}
+
+static void part_adopt(void)
+{
+  for (int own_first = 0; own_first < 2; own_first++) {
+    pthread_t t, f;
+    adopt_result_t r = {.own_first = own_first};
+    sem_init(&r.own_done, 0, 0);
+    sem_init(&r.blocks_ready, 0, 0);
+    CHECK(pthread_create(&f, NULL, adopt_free, &r) == 0, "pthread_create");
+    sem_wait(&r.own_done);
+    CHECK(pthread_create(&t, NULL, adopt_alloc, NULL) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    sem_post(&r.blocks_ready);
+    pthread_join(f, NULL);
+    printf("adopt: a thread %s frees %d blocks of an exited thread: superslab %s, %u of its next %d blocks "
+           "from it\n",
+           own_first ? "with a free slab of its own" : "with no slab yet", AN,
+           r.adopted ? "adopted" : "left abandoned", r.reused, AN);
+    if (!own_first) {
+      CHECK(r.adopted, "the freeing thread did not take the exited thread's superslab");
+      CHECK(r.reused >= AN / 2, "only %u of %d blocks reused the adopted superslab", r.reused, AN);
+    } else {
+      CHECK(!r.adopted, "a thread with a free slab of its own took the superslab too");
+    }
+  }
+}
+
 static void part_decay(void)
 {
   /* Idle memory: slabs of many classes emptied by their owner, then a
@@ -205,6 +283,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "remote")) part_remote(), ran++;
   if (all || !strcmp(part, "decay")) part_decay(), ran++;
   if (all || !strcmp(part, "clock")) part_clock(), ran++;
+  if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
