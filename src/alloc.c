@@ -30,10 +30,10 @@ static void alloc_oom_collect(void) { decay_collect_all(true); }
 /* heap_alloc_refill's answer when out of memory: collect, refill once
  * more (with no second answer: NULL and ENOMEM then). Handed to the
  * refill, so a refill that succeeds pays nothing for the retry. */
-static void *alloc_oom_refill(heap_t *h, unsigned cls) HAK_COLD;
-static void *alloc_oom_refill(heap_t *h, unsigned cls) {
+static void *alloc_oom_refill(heap_t *h, unsigned cls, uintptr_t align) HAK_COLD;
+static void *alloc_oom_refill(heap_t *h, unsigned cls, uintptr_t align) {
   alloc_oom_collect();
-  return heap_alloc_refill(h, cls, NULL, 1);
+  return heap_alloc_refill(h, cls, NULL, align);
 }
 
 /* A large block, retried once after a collection (not for a size no
@@ -49,8 +49,12 @@ static void *alloc_large(size_t size, size_t align, bool *zeroed) {
 }
 
 /* A block of class cls from the calling thread's heap (created on the
- * thread's first call). */
-static void *alloc_class(unsigned cls) {
+ * thread's first call). align: 1, or alloc_aligned's alignment, which a
+ * block a larger class lends must have too (heap_borrow). A thread without
+ * a heap yet gets a new one, which has nothing to lend, and one that
+ * exited the shared exit heap, which lends only blocks as aligned as the
+ * class's own: neither needs align. */
+static void *alloc_class(unsigned cls, uintptr_t align) {
   heap_t *h = heap_front.self;
   if (HAK_UNLIKELY(h == NULL)) {
     if (heap_front.exited) {
@@ -65,22 +69,7 @@ static void *alloc_class(unsigned cls) {
       return NULL;
     }
   }
-  return heap_alloc_class_with(h, cls, alloc_oom_refill);
-}
-
-/* alloc_class for alloc_aligned: a block a larger class lends (heap_borrow)
- * must have the alignment too. A thread without a heap yet gets a new one,
- * which has nothing to lend, and one that exited the shared exit heap,
- * which lends only blocks as aligned as the class's own. */
-static void *alloc_class_aligned(unsigned cls, size_t align) {
-  heap_t *h = heap_front.self;
-  if (HAK_UNLIKELY(h == NULL)) return alloc_class(cls);
-  void *p = heap_alloc_class_at(h, cls, NULL, align);
-  if (HAK_UNLIKELY(p == NULL)) {
-    alloc_oom_collect();
-    p = heap_alloc_class_at(h, cls, NULL, align);
-  }
-  return p;
+  return heap_alloc_class_at(h, cls, alloc_oom_refill, align);
 }
 
 /* The rare part of alloc_slow (first call of a thread or the process, the
@@ -91,7 +80,7 @@ static void *alloc_cold(size_t size) {
   init_ensure();
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_malloc(size);
   if (size <= HAK_SMALL_MAX) {
-    void *p = alloc_class(sc_of(size));
+    void *p = alloc_class(sc_of(size), 1);
     /* The heap's refills account for sampling; a closed-front heap (no
      * batch descriptors) samples here. */
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, size);
@@ -434,7 +423,7 @@ void *alloc_aligned(size_t align, size_t size) {
      * is larger. */
     unsigned cls = sc_of(size > align ? size : align);
     while (sc_size[cls] & (align - 1)) cls++;
-    void *p = alloc_class_aligned(cls, align);
+    void *p = alloc_class(cls, align);
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, sc_size[cls]);
     return p;
   }

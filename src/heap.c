@@ -707,7 +707,7 @@ static HAK_NOINLINE void *heap_refill_as(heap_t *h, unsigned cls, heap_oom_fn oo
     if (lender != NULL) break;
     if (s == NULL) {
       heap_set_current(h, cls, &heap_empty_slab);
-      if (oom != NULL) return oom(h, cls);
+      if (oom != NULL) return oom(h, cls, align);
       errno = ENOMEM;
       return NULL;
     }

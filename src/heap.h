@@ -163,11 +163,11 @@ heap_t *heap_shared_exit_heap(void);
  * pass lock. */
 void heap_exit_release(void);
 /* What a refill does when out of memory (no slab to be had): the caller's
- * answer (alloc.c's collects everything idle and refills once more), or
- * NULL: the refill returns NULL with errno ENOMEM. Handed down as an
- * argument, so heap.c calls nothing above it and a refill that succeeds
- * pays nothing for it. */
-typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls);
+ * answer (alloc.c's collects everything idle and refills once more, with
+ * the same align), or NULL: the refill returns NULL with errno ENOMEM.
+ * Handed down as an argument, so heap.c calls nothing above it and a
+ * refill that succeeds pays nothing for it. */
+typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls, uintptr_t align);
 /* Take a block of class cls when h->front[cls] has none. align: 1, or for
  * an aligned allocation its alignment (a power of two that divides the
  * class's block size), which a block a larger class lends must have too

@@ -59,16 +59,16 @@ static size_t os_vdso_nsyms(const uint32_t *hash, const uint32_t *gnu) {
   return (size_t)last + 1;
 }
 
-/* Find clock_gettime in the ELF image the kernel maps (AT_SYSINFO_EHDR):
- * its program headers give the load bias and the dynamic section, that
- * gives the symbol and string tables. The kernel's own selftest
- * (parse_vdso.c) and Go's runtime read it the same way. */
 /* x86-64's name, and arm64's / riscv's. Writable data on purpose: as
  * literals they would join the hot read-only data, and RELRO would pass
  * one page (docs/footprint.md, "Keeping it so"); .data's page is written
  * at start-up anyway. */
 static char os_vdso_names[2][24] = {"__vdso_clock_gettime", "__kernel_clock_gettime"};
 
+/* Find clock_gettime in the ELF image the kernel maps (AT_SYSINFO_EHDR):
+ * its program headers give the load bias and the dynamic section, that
+ * gives the symbol and string tables. The kernel's own selftest
+ * (parse_vdso.c) and Go's runtime read it the same way. */
 static os_gettime_fn os_vdso_lookup(void) {
   uintptr_t base = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
   if (base == 0) return NULL;

@@ -165,6 +165,16 @@ static void ss_abandon_reclaim_locked(superslab_t *ss, uint64_t now) {
   }
 }
 
+/* Under ss_abandon_lock: take *link (an abandoned superslab) off its list.
+ * Its next link is left for the caller (a walk may still need it). */
+static superslab_t *ss_abandon_unlink_locked(superslab_t **link) {
+  superslab_t *ss = *link;
+  __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
+  ss_abandoned_n--;
+  ss->abandoned = 0;
+  return ss;
+}
+
 /* Under ss_abandon_lock: reclaim remote frees, decommit free slabs of
  * abandoned superslabs idle for the purge delay and release the wholly free
  * ones idle that long (everything idle if force). By time only: threads
@@ -181,9 +191,7 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
       ss_abandon_reclaim_locked(ss, now);
       size_t purged;
       if (ss_purge_step(ss, now, opt.purge_delay_ms, force, &next, &purged)) {
-        ss_abandoned_n--;
-        ss->abandoned = 0;
-        __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
+        ss_abandon_unlink_locked(link);
         ss->next = release;
         release = ss;
         continue;
@@ -266,12 +274,7 @@ void ss_abandon_note_free(void) {
 superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
-  superslab_t *ss = ss_abandoned[kind];
-  if (ss) {
-    __atomic_store_n(&ss_abandoned[kind], ss->next, __ATOMIC_RELAXED);
-    ss_abandoned_n--;
-    ss->abandoned = 0;
-  }
+  superslab_t *ss = ss_abandoned[kind] != NULL ? ss_abandon_unlink_locked(&ss_abandoned[kind]) : NULL;
   pthread_mutex_unlock(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
@@ -285,9 +288,7 @@ bool ss_abandon_take(superslab_t *ss) {
      * adopted or released): a walk, not a second link. */
     for (superslab_t **link = &ss_abandoned[ss->kind]; *link != NULL; link = &(*link)->next) {
       if (*link != ss) continue;
-      __atomic_store_n(link, ss->next, __ATOMIC_RELAXED);
-      ss_abandoned_n--;
-      ss->abandoned = 0;
+      ss_abandon_unlink_locked(link);
       taken = true;
       break;
     }
