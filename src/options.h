@@ -66,10 +66,10 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
   X(ON_ERROR, on_error, CHOICE, int, HAK_ON_ERROR_ABORT, "abort|warn|ignore", 0, 0, "",                     \
     "After an invalid or double free is reported: abort, warn (report and go on, the call does "            \
     "nothing) or ignore (no report).")                                                                      \
-  X(LARGE_CACHE, large_cache_bytes, SIZE, size_t, (size_t)256 << 20, "", 0, (uint64_t)1 << 40, "",          \
+  X(LARGE_CACHE, large_cache_bytes, SIZE, size_t, (size_t)64 << 20, "", 0, (uint64_t)1 << 40, "",           \
     "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "            \
     "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "            \
-    "fresh ones in.")                                                                                       \
+    "fresh ones in. A freed mapping bigger than this goes back at once, as glibc's do.")                    \
   X(REFILL_BYTES, refill_bytes, SIZE, size_t, 4096, "", 256, (uint64_t)1 << 20, "",                         \
     "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "              \
     "refill: larger means fewer slow-path calls, more memory touched ahead of use.")                        \
