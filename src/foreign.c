@@ -70,7 +70,7 @@ bool foreign_owns(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (a & 15 || a < 4096) return false; /* glibc chunks are 16-byte aligned */
   if (!foreign_has_blocks()) return false;
-  if (!os_is_mapped((const void *)(a - 16))) return false;
+  if (!os_is_readable((const void *)(a - 8))) return false;
   size_t word = ((const size_t *)p)[-1];
   size_t csize = word & ~(size_t)7;
   return csize >= 32 && (csize & 15) == 0 && csize < ((size_t)1 << 47);

@@ -57,9 +57,9 @@ uint32_t os_thread_kid(void);
 /* CPU time thread kid of this process has run, in ns; false if there is no
  * such thread in this process (it exited). */
 bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns);
-/* True if the page holding p is mapped (mincore); for vetting pointers that
- * are not ours before reading around them. */
-bool os_is_mapped(const void *p);
+/* True if the byte at p can be read (a mapped PROT_NONE page cannot); for
+ * vetting pointers that are not ours before reading around them. */
+bool os_is_readable(const void *p);
 /* Which pages of [p, p + len) are resident (mincore): vec gets one byte
  * per page, bit 0 set for a resident one. p page-aligned. False (vec
  * untouched) if part of the range is not mapped. Statistics only (cold). */

@@ -43,7 +43,7 @@
 #include <string.h>
 
 #include "hakmem.h"
-#include "os.h" /* os_is_mapped: the harness is built with the core's sources */
+#include "os.h" /* os_is_readable: the harness is built with the core's sources */
 
 #define NSLOT 64
 #define FULL_CHECK ((size_t)8192) /* larger blocks: 1 KiB windows at head, middle, tail */
@@ -290,7 +290,7 @@ static void uaf_write(in_t *in, unsigned opc)
   if (in_live((uintptr_t)f->p, f->n) || !hak_owns(f->p)) return; /* reused, or given back to the OS */
   /* hak_owns answers per 4 MiB region: a cached mapping that a later block
    * reuses held to its size may no longer cover the freed block's page. */
-  if (!os_is_mapped(f->p)) return;
+  if (!os_is_readable(f->p)) return;
   uintptr_t val;
   slot_t *o = &slots[sel % NSLOT];
   switch ((opc >> 4) % 3) {
