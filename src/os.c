@@ -283,13 +283,21 @@ bool os_is_readable(const void *p) {
   /* mincore answers "mapped", and a PROT_NONE reservation (glibc's thread
    * arenas, stack guards) is mapped: reading it faults. A one-byte read of
    * our own memory through process_vm_readv fails with EFAULT instead;
-   * mincore is the fallback where a sandbox refuses the call. */
+   * where a sandbox refuses that call, a write from p into a pipe fails the
+   * same way; mincore is the last resort (no descriptors left). */
   struct iovec local = {&byte, 1}, remote = {(void *)p, 1};
   ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
   bool ok = n == 1;
   if (n < 0 && errno != EFAULT) {
-    uintptr_t page = (uintptr_t)p & ~(uintptr_t)(os_page_size - 1);
-    ok = mincore((void *)page, os_page_size, &vec) == 0;
+    int fd[2];
+    if (pipe2(fd, O_CLOEXEC) == 0) {
+      ok = write(fd[1], p, 1) == 1;
+      close(fd[0]);
+      close(fd[1]);
+    } else {
+      uintptr_t page = (uintptr_t)p & ~(uintptr_t)(os_page_size - 1);
+      ok = mincore((void *)page, os_page_size, &vec) == 0;
+    }
   }
   errno = saved;
   return ok;
