@@ -246,8 +246,12 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
     }
     if (h == heap_front.heap) {
       uint64_t now = os_now_ms();
-      if (now >= h->cool_grow_ms) {
+      bool due = now >= h->cool_grow_ms;
+      if (due || h->cool_pushed >= HEAP_COOL_GROW_PUSHES) {
+        h->cool_pushed = 0;
         if (h->cool_ms != UINT64_MAX) decay_count(heap_cool_grow(h));
+      }
+      if (due) {
         decay_count(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }

@@ -128,6 +128,7 @@ typedef struct heap {
   uint64_t cool_ms;
   uint64_t cool_big_ms;
   uint64_t cool_grow_ms;             /* the next heap_cool_grow allowed */
+  uint32_t cool_pushed;              /* slabs listed since (HEAP_COOL_GROW_PUSHES) */
   uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;

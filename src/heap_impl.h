@@ -30,6 +30,7 @@ HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   s->on_list = (uint8_t)(l + 1);
   s->cool_mark = 0; /* idle on the list from now (heap_cool) */
   s->cool_used = UINT16_MAX;
+  h->cool_pushed++;
   slab_dlist_push_back(&h->list_head[l][c], s);
   if (l == HEAP_WAITING) h->waiting_n[c]++;
 }
@@ -119,10 +120,16 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now);
  * Returns the bytes decommitted. Owner thread only (free lists are its). */
 size_t heap_cool(heap_t *h, bool force);
 /* h is about to take fresh pages (a new superslab): the runs of free
- * blocks of small classes in slabs on its lists that nothing was
- * allocated from for a pass (HEAP_COOL_STEPS of the purge delay) give
- * their pages back now. Owner thread only. */
+ * blocks of small classes in slabs on its lists, with blocks freed since
+ * they were last cooled, give their pages back now, except the head of
+ * the partial list (HEAP_COOL_GROW_KEEP free bytes) of a class allocated
+ * from since the last pass: it takes those next. Owner thread only. */
 size_t heap_cool_grow(heap_t *h);
+/* Slabs pushed onto a heap's lists since its last heap_cool_grow past
+ * which the next growth runs it at once, not a quarter delay after the
+ * last: a program that just freed most of a phase's blocks has free pages
+ * to give back before its next phase maps fresh ones. */
+#define HEAP_COOL_GROW_PUSHES 32u
 /* heap_cool runs this many times per purge delay (heap.c schedules it). */
 #define HEAP_COOL_STEPS 4u
 /* Waiting slabs of h whose blocks all came back go to their superslab.
