@@ -118,8 +118,13 @@ void *alloc_slow(size_t size) {
 void alloc_slab_emptied(slab_t *s) {
   heap_t *h = heap_front.self;
   /* Most often the class's current slab, which stays (heap_slab_emptied's
-   * first test): nothing changed, nothing to poll. */
-  if (s == h->cur[s->cls]) return;
+   * first test): nothing changed, nothing to poll — unless it emptied
+   * after a burst (heap_park). */
+  if (s == h->cur[s->cls]) {
+    if (HAK_UNLIKELY(s->carved >= HEAP_PARK_MIN_BLOCKS && (size_t)s->carved * s->bsize >= HEAP_PARK_MIN_BYTES))
+      heap_park(h, s);
+    return;
+  }
   heap_slab_emptied(h, s);
 }
 

@@ -8,7 +8,7 @@
  * borrowed from a larger class's current slab, a new slab from an owned,
  * adopted or new superslab) and its housekeeping
  * (heap_maintain); the owner's slow side of free (a full or emptied slab,
- * the delayed list); the two shared heaps under a mutex, the exit heap
+ * a current slab emptied after a burst parked, the delayed list); the two shared heaps under a mutex, the exit heap
  * (heap_exit_alloc) and the profiling heap (heap_prof_sample, which the
  * refill calls around heap_prof.c's batches).
  * Promises: everything here is the cold side of malloc and free; a
@@ -73,7 +73,9 @@ static void heap_reset(heap_t *h) {
     if (h->batch_mem != NULL) h->batch_mem[c].free = NULL;
     for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = NULL;
     h->waiting_n[c] = 0;
+    h->parked[c] = NULL;
   }
+  h->parked_n = 0;
   for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
@@ -319,6 +321,39 @@ void heap_slab_emptied(heap_t *h, slab_t *s) {
   heap_release_slab_locked(h, s);
 }
 
+void heap_park(heap_t *h, slab_t *s) {
+  unsigned c = s->cls;
+  /* A profiling heap's pops go through its batches, not the direct table. */
+  if (h->batch != NULL || s->park_tick == h->tick) return;
+  uint64_t now = os_now_ms();
+  heap_set_current(h, c, &heap_empty_slab);
+  pthread_mutex_lock(&h->lock);
+  slab_t *old = h->parked[c];
+  if (old == NULL) h->parked_n++;
+  s->freed_ms = now; /* not on a list: prev is free to hold it */
+  __atomic_store_n(&h->parked[c], s, __ATOMIC_RELAXED);
+  /* The class emptied its current slab twice without taking the first
+   * back: that one is a free slab now, due from when it was parked. */
+  if (old != NULL) heap_release_slab_due(h, old, old->freed_ms + opt.purge_delay_ms);
+  heap_due(h, now + opt.purge_delay_ms);
+  pthread_mutex_unlock(&h->lock);
+  decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) + (size_t)s->carved * s->bsize);
+}
+
+/* The class's parked slab, taken back (NULL if a purge pass gave it back
+ * meanwhile). */
+static slab_t *heap_unpark(heap_t *h, unsigned cls) {
+  pthread_mutex_lock(&h->lock);
+  slab_t *s = h->parked[cls];
+  if (s != NULL) {
+    __atomic_store_n(&h->parked[cls], NULL, __ATOMIC_RELAXED);
+    h->parked_n--;
+    s->park_tick = h->tick;
+  }
+  pthread_mutex_unlock(&h->lock);
+  return s;
+}
+
 /* Blocks came back to s (owner: its owner word as read), under h->lock: a
  * full slab goes back on the partial list, or is released when nothing in
  * it is used; an emptied slab is released unless it is the current one. */
@@ -479,6 +514,9 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) h->dead = true;
     for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
+    /* Its parked slabs are abandoned slabs with nothing in use now. */
+    for (unsigned c = 0; c < HAK_NCLASS; c++) h->parked[c] = NULL;
+    h->parked_n = 0;
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   }
@@ -622,6 +660,8 @@ static slab_t *heap_next_slab(heap_t *h, unsigned cls, uintptr_t align, slab_t *
     }
   slab_t *s = heap_list_pop(h, HEAP_PARTIAL, cls);
   if (s != NULL) return s;
+  if (HAK_UNLIKELY(__atomic_load_n(&h->parked[cls], __ATOMIC_RELAXED) != NULL) && (s = heap_unpark(h, cls)) != NULL)
+    return s;
   /* Fewer big slabs wait: each holds megabytes. */
   unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
   while (h->waiting_n[cls] > max) {

@@ -88,6 +88,14 @@ typedef struct heap {
    * changes hands with its superslab (once per slab, not per block); the
    * purge thread only tries it. */
   pthread_mutex_t lock;
+  /* A class's current slab that emptied with many blocks carved
+   * (heap_park): off the direct table and under lock, so that a purge pass
+   * may give it back once it has been idle for the purge delay, as any
+   * free slab, while the thread sleeps; the owner takes it back (under
+   * lock) before a new slab, after the class's partial ones. parked_n
+   * counts the non-NULL entries. */
+  slab_t *parked[HAK_NCLASS];
+  unsigned parked_n;
   /* owned superslabs by kind, those with free slabs first (ss_dlist) */
   superslab_t *owned_head[SS_KINDS];
   superslab_t *owned_tail[SS_KINDS];
@@ -223,6 +231,21 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed);
 void heap_flush_remote(heap_t *h);
 /* The fast path emptied a (non-full) slab of h. */
 void heap_slab_emptied(heap_t *h, slab_t *s);
+/* A current slab that empties with at least this many bytes carved is
+ * parked (heap_park): a thread that frees everything after a burst and
+ * then sleeps would otherwise keep those pages until it exits (16 threads,
+ * each freeing 40 000 blocks of 16..516 B and a 320 KiB array, then
+ * sleeping: 14 MiB kept), since nobody but the owner may touch its
+ * current slabs. Small blocks allocated and freed one at a time in a loop
+ * carve one batch (a page) and never get here; a big one does, once: the
+ * refill that takes it back sets park_tick. */
+#define HEAP_PARK_MIN_BYTES ((size_t)32768)
+#define HEAP_PARK_MIN_BLOCKS 16u
+/* The fast path emptied s, h's current slab of its class, with that much
+ * carved: unless h refilled nothing since s was last taken back from
+ * parking (a loop that empties and refills the class would park it every
+ * time), s leaves the direct table for h->parked[] (cold). */
+void heap_park(heap_t *h, slab_t *s);
 /* Purge what has been idle for the purge delay (everything idle if
  * force) in every heap; blocking: wait for each heap's lock, else skip
  * a heap whose owner holds it. Returns the bytes decommitted; *next_due

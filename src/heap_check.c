@@ -1,7 +1,7 @@
 /*
  * heap_check.c — the invariant checkers of a heap (heap.h): heap_check
  * (a heap's slab lists, its superslabs' free masks and owners, its current
- * slabs) and slab_check (one slab's free list against its counts).
+ * and parked slabs) and slab_check (one slab's free list against its counts).
  *
  * Owns: nothing but the checks. Promises: reads only (it takes h->lock to
  * read the page level); a failed condition stops the process through
@@ -72,6 +72,15 @@ void heap_check(heap_t *h) {
     }
   }
   pthread_mutex_lock((pthread_mutex_t *)&h->lock);
+  unsigned parked = 0;
+  for (unsigned c = 0; c < HAK_NCLASS; c++) {
+    const slab_t *p = h->parked[c];
+    if (p == NULL) continue;
+    parked++;
+    HEAP_CHECK(p->cls == c && p->used == 0 && !p->on_list && p != h->cur[c]);
+    slab_check(h, p);
+  }
+  HEAP_CHECK(parked == h->parked_n);
   for (unsigned k = 0; k < SS_KINDS; k++) {
     const superslab_t *prev = NULL;
     for (const superslab_t *ss = h->owned_head[k]; ss != NULL; prev = ss, ss = ss->next) {

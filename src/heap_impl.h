@@ -100,6 +100,8 @@ HAK_INLINE unsigned heap_run_len(const slab_t *s, block_t *b, unsigned max, bloc
  * _locked form takes it). */
 void heap_release_slab(heap_t *h, slab_t *s);
 void heap_release_slab_locked(heap_t *h, slab_t *s);
+/* The same for a slab idle since due less the purge delay (a parked one). */
+void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due);
 /* Decommit h's free slabs idle for the purge delay, release its wholly
  * free superslabs idle that long (everything idle if force). Under
  * h->lock. Returns the bytes decommitted. */

@@ -5,7 +5,8 @@
  * Owns: the list of every heap (heap_all: heap.c pushes each new heap);
  * a slab's return to its superslab, resident (heap_release_slab); the
  * purge of one heap (free slabs and wholly free superslabs idle for the
- * purge delay) and of every heap (heap_purge_heaps, for decay's pass
+ * purge delay; parked slabs parked that long become free slabs) and of
+ * every heap (heap_purge_heaps, for decay's pass
  * through heap.c's heap_purge_all); the sweep of a heap's waiting slabs;
  * the collection of an idle heap's delayed list (heap_collect_idle); the
  * read-only walks for the statistics (heap_idle_bytes, heap_for_each_meta,
@@ -40,7 +41,7 @@ heap_t *heap_all;
  * purge decommits it only once it has been idle for the purge delay —
  * never because of how much was freed (that would fault the same pages
  * back in on the next allocation). Under h->lock. */
-static void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due) {
+void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due) {
   superslab_t *ss = ss_of(s);
   if (ss->free_mask == 0 && ss->listed) {
     /* It had no free slab, so it sat behind the ones that do. */
@@ -67,6 +68,19 @@ void heap_release_slab_locked(heap_t *h, slab_t *s) {
 static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force, bool grow) {
   uint64_t next = UINT64_MAX;
   size_t purged = 0;
+  /* Parked slabs idle that long become free slabs, due from when they
+   * were parked: the walk below decommits them. */
+  for (unsigned c = 0; h->parked_n != 0 && c < HAK_NCLASS; c++) {
+    slab_t *s = h->parked[c];
+    if (s == NULL) continue;
+    if (force || now - s->freed_ms >= delay) {
+      __atomic_store_n(&h->parked[c], NULL, __ATOMIC_RELAXED);
+      h->parked_n--;
+      heap_release_slab_due(h, s, s->freed_ms + opt.purge_delay_ms);
+    } else if (s->freed_ms + delay < next) {
+      next = s->freed_ms + delay;
+    }
+  }
   for (unsigned k = 0; k < SS_KINDS; k++) {
     superslab_t *ss = h->owned_head[k];
     while (ss != NULL && ss->free_mask != 0) { /* full ones are at the back */

@@ -311,6 +311,7 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   s->cold = NULL;
   s->cool_mark = s->cool_sig = 0; /* heap_cool: not seen idle */
   s->cool_used = UINT16_MAX;
+  s->park_tick = 0; /* heap_park: never taken back (a heap's tick is 1 from its first refill) */
   s->used = 0;
   s->bsize = sc_size[cls];
   size_t off = ss_area_offset(idx);

@@ -82,7 +82,8 @@ typedef struct slab {
   struct slab *next;          /* owner heap's slab list (slab_dlist) */
   union {
     struct slab *prev;        /* in use: slab list */
-    uint64_t freed_ms;        /* free (free_mask bit set): when it became free */
+    uint64_t freed_ms;        /* free (free_mask bit set): when it became free;
+                                 parked (heap.h, parked[]): when it was parked */
   };
   /* Free blocks whose pages went back while the slab stays in use, as
    * runs of consecutive blocks: a run's first block holds the link (like
@@ -100,7 +101,10 @@ typedef struct slab {
    * and its `used` when a pass last cooled it. */
   uint32_t cool_mark;
   uint16_t cool_used;
-  uint8_t pad1[6];
+  uint16_t pad1;
+  /* The heap's refill count when this slab was last taken back from
+   * parking (heap_park): it parks again only after another refill. */
+  uint32_t park_tick;
   uint32_t cool_sig;          /* the current slab's free head and counts at cool_mark */
   /* Second line: what a free from another thread reads (the owner word and
    * the geometry), written only when the slab changes hands or is marked
