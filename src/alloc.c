@@ -38,6 +38,10 @@ static void *alloc_oom_refill(heap_t *h, unsigned cls, uintptr_t align) {
 
 /* A large block, retried once after a collection (not for a size no
  * mapping can hold: that fails at once). */
+/* calloc above this size asks the heap for a block the kernel zeroed
+ * (heap_calloc_class) before it would write one (alloc_calloc). */
+#define ALLOC_CALLOC_CLEAN_MIN ((size_t)1024)
+
 static void *alloc_large(size_t size, size_t align, bool *zeroed) {
   void *p = large_alloc(size, align, zeroed);
   if (HAK_UNLIKELY(p == NULL) && size < (size_t)PTRDIFF_MAX / 2) {
@@ -74,7 +78,8 @@ static void *alloc_class(unsigned cls, uintptr_t align) {
 
 /* The rare part of alloc_slow (first call of a thread or the process, the
  * bypass, large blocks, a closed front): out of line, so that the common
- * part — sizes above 1 KiB and refills — needs no registers saved. */
+ * part — sizes above the direct table's and refills — needs no registers
+ * saved. */
 static void *alloc_cold(size_t size) HAK_COLD;
 static void *alloc_cold(size_t size) {
   init_ensure();
@@ -304,13 +309,12 @@ void *alloc_calloc(size_t n, size_t size) {
    * fresh memory unwritten, which malloc and a memset would not. */
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_calloc(n, size);
   if (total <= HAK_SMALL_MAX) {
-    /* Above the direct table's sizes malloc takes the slow path anyway:
-     * calloc's own asks the heap for a block the kernel zeroed and nobody
-     * wrote since, which it leaves unwritten (calloc(1 MB) x 1000 with a
-     * byte touched in each: 983 MB and 1.6 s before, 6.8 MB now; glibc
-     * 5.2 MB). */
+    /* Above 1 KiB calloc asks the heap for a block the kernel zeroed and
+     * nobody wrote since, which it leaves unwritten (calloc(1 MB) x 1000
+     * with a byte touched in each: 983 MB and 1.6 s before, 6.8 MB now;
+     * glibc 5.2 MB). */
     heap_t *h = heap_front.heap;
-    if (total > HAK_FAST_MAX && h != NULL) {
+    if (total > ALLOC_CALLOC_CLEAN_MIN && h != NULL) {
       bool zeroed = false;
       void *p = heap_calloc_class(h, sc_of(total), &zeroed);
       if (p != NULL) {

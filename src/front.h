@@ -2,7 +2,7 @@
  * front.h — the hot paths of malloc and free, inlined into each entry point.
  *
  * Owns: nothing; reads the thread's front (heap.h), the ownership map and
- * slab descriptors. Promises: malloc of 0..1024 bytes on a cache hit is one
+ * slab descriptors. Promises: malloc of 0..4352 bytes on a cache hit is one
  * load of the direct table, one test of the list head and a pop; free of a
  * block whose slab belongs to the calling thread is one map load (whose
  * entry locates the slab's descriptor: ownmap.h), the owner test, a
@@ -41,10 +41,20 @@ void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) HAK_S
 size_t alloc_usable_size(const void *p);
 
 HAK_INLINE void *front_malloc(size_t size) {
-  /* Sizes above 1 KiB select the last bucket, which always holds the empty
-   * sentinel (free list NULL, span 0): the size test costs no branch of
-   * its own. */
-  size_t bucket = size <= HAK_FAST_MAX ? (size + 15) >> 4 : HAK_DIRECT_N - 1;
+  /* Sizes above fast_max (1 KiB until the thread's first slow call fills
+   * the rest of the table, then HAK_FAST_MAX) select the last bucket,
+   * which always holds the empty sentinel (free list NULL, span 0): the
+   * size test costs no branch of its own. */
+  size_t bucket = (size + 15) >> 4;
+#if defined(__x86_64__)
+  /* A conditional move: with the bound in memory gcc 12 would branch. */
+  __asm__("cmpq %[max], %[size]\n\tcmova %[last], %[bucket]"
+          : [bucket] "+r"(bucket)
+          : [size] "r"(size), [max] "m"(heap_front.fast_max), [last] "r"((size_t)(HAK_DIRECT_N - 1))
+          : "cc");
+#else
+  if (size > heap_front.fast_max) bucket = HAK_DIRECT_N - 1;
+#endif
   slab_t *s = heap_front.direct[bucket];
   block_t *b = s->free;
 #if defined(__x86_64__)

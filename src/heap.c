@@ -42,9 +42,23 @@ slab_t heap_empty_slab = {.owner = OWNER_UNUSED};
 HAK_TLS char tls_tid_anchor; /* its address is the thread id (internal.h) */
 #endif
 
-HAK_TLS heap_front_t heap_front = {.direct = {[0 ... HAK_DIRECT_N - 1] = &heap_empty_slab},
-                                 .heap = NULL,
-                                 .self = NULL};
+/* Only the buckets up to 1 KiB and the "not here" one hold the sentinel
+ * in the TLS image (fast_max 1024 keeps malloc away from the others): each
+ * entry is a relocation the loader applies at start-up, and the 208 more
+ * made .rela.dyn a page longer and the image a page of RELRO more. A
+ * thread's first slow call fills the rest and raises fast_max
+ * (heap_front_open). */
+HAK_TLS heap_front_t heap_front = {.direct = {[0 ... HEAP_FRONT_IMAGE_N - 1] = &heap_empty_slab,
+                                              [HAK_DIRECT_N - 1] = &heap_empty_slab},
+                                   .fast_max = HEAP_FRONT_IMAGE_MAX,
+                                   .heap = NULL,
+                                   .self = NULL};
+
+static void heap_front_open(void) {
+  if (heap_front.fast_max == HAK_FAST_MAX) return;
+  for (unsigned b = HEAP_FRONT_IMAGE_N; b < HAK_DIRECT_N - 1; b++) heap_front.direct[b] = &heap_empty_slab;
+  heap_front.fast_max = HAK_FAST_MAX;
+}
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_pool;     /* heaps of exited threads */
@@ -146,6 +160,7 @@ heap_t *heap_thread_init(void) {
   }
   h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
   h->kid = os_thread_kid();
+  heap_front_open();
   heap_front.self = h;
   heap_front.heap = closed ? NULL : h;
   /* The key's destructor runs heap_thread_exit when the thread ends; the

@@ -145,6 +145,8 @@ typedef struct heap {
 
 typedef struct heap_front {
   slab_t *direct[HAK_DIRECT_N]; /* by 16 B bucket; &heap_empty_slab when none */
+  size_t fast_max;              /* sizes the direct table serves: HEAP_FRONT_IMAGE_MAX,
+                                   HAK_FAST_MAX once the thread has a heap */
   heap_t *heap;                 /* the heap malloc's fast paths serve (else NULL) */
   heap_t *self;                 /* the thread's heap (NULL until its first slow call) */
   bool exited;                      /* the thread's heap has been torn down */
@@ -155,6 +157,9 @@ typedef struct heap_front {
  * slab's owner with HAK_THREAD_ID(). */
 
 extern HAK_TLS heap_front_t heap_front;
+/* The TLS image fills the direct table up to 1 KiB (heap.c). */
+#define HEAP_FRONT_IMAGE_MAX ((size_t)1024)
+#define HEAP_FRONT_IMAGE_N (HEAP_FRONT_IMAGE_MAX / 16 + 1)
 extern slab_t heap_empty_slab;
 
 void heap_process_init(void);

@@ -8,7 +8,7 @@
 uint8_t sc_bucket_class[HAK_DIRECT_N];
 uint32_t sc_size[HAK_NCLASS];
 uint16_t sc_batch[HAK_NCLASS];
-uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
+uint16_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
 uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT];
 
 static void sc_put(unsigned *n, uint32_t size) {
@@ -49,12 +49,12 @@ void sc_init(size_t refill_bytes) {
     size_t size = (size_t)i * 16; /* largest size falling in bucket i */
     unsigned c = i == 0 ? 0 : sc_search(size);
     sc_bucket_class[i] = (uint8_t)c;
-    if (sc_bucket_lo[c] > sc_bucket_hi[c]) sc_bucket_lo[c] = (uint8_t)i;
-    sc_bucket_hi[c] = (uint8_t)i;
+    if (sc_bucket_lo[c] > sc_bucket_hi[c]) sc_bucket_lo[c] = (uint16_t)i;
+    sc_bucket_hi[c] = (uint16_t)i;
   }
   sc_bucket_class[HAK_DIRECT_N - 1] = 0; /* never used: the "not here" bucket */
-  /* Bucket i holds sizes 64*i+1 .. 64*(i+1); buckets 0..15 (up to 1 KiB)
-   * are never used. */
+  /* Bucket i holds sizes 64*i+1 .. 64*(i+1); those up to HAK_FAST_MAX
+   * (the 16 B table's sizes) are never used. */
   for (unsigned i = HAK_FAST_MAX >> SC_MID_SHIFT; i < (SC_MID_MAX >> SC_MID_SHIFT); i++)
     sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << SC_MID_SHIFT) + 1);
   /* The constants of sizeclass.h describe this table: a mismatch is a

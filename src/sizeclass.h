@@ -17,7 +17,7 @@
  * none sits at 272 B: the measured programs put 0.03..0.19 % of their
  * bytes in 257..272 B, and every class is one more slab per thread.
  * Promises: sc_of() uses no loops and no searches — a 16 B-bucket table
- * up to 1 KiB, a 64 B-bucket table up to 64 KiB, leading-zero arithmetic
+ * up to 4352 B, a 64 B-bucket table up to 64 KiB, leading-zero arithmetic
  * above; block sizes are multiples of 16, so every block is 16-byte
  * aligned. May call: nothing.
  */
@@ -29,10 +29,11 @@
 extern uint8_t sc_bucket_class[HAK_DIRECT_N]; /* bucket (size+15)/16 -> class */
 extern uint32_t sc_size[HAK_NCLASS];          /* block size of each class */
 extern uint16_t sc_batch[HAK_NCLASS];         /* blocks carved per refill */
-extern uint8_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct buckets, lo>hi: none */
-/* Above 1 KiB every class boundary is a multiple of 64 B: up to
+extern uint16_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct buckets, lo>hi: none */
+/* Above 1 KiB every class boundary is a multiple of 64 B (so the 16 B
+ * table's buckets up to HAK_FAST_MAX never straddle two classes): up to
  * SC_MID_MAX a 64 B-bucket table replaces the leading-zero arithmetic
- * (5 instructions instead of 10 on every allocation of 1..64 KiB). */
+ * (5 instructions instead of 10 on every slow allocation of 4..64 KiB). */
 #define SC_MID_SHIFT 6
 #define SC_MID_MAX ((size_t)65536)
 extern uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT]; /* bucket (size-1)/64 -> class */

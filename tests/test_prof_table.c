@@ -36,9 +36,7 @@
 
 static size_t meta(void) {
   struct hak_stats st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  CHECK(hak_stats_get(&st) == 0, "hak_stats_get");
+  tu_stats(&st);
   return st.rss_metadata_bytes;
 }
 

@@ -35,11 +35,7 @@
 
 static struct hak_stats st;
 
-static void snap(void) {
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  CHECK(hak_stats_get(&st) == 0, "hak_stats_get");
-}
+static void snap(void) { tu_stats(&st); }
 
 static size_t split_sum(const struct hak_stats *s) {
   return s->rss_requested_bytes + s->rss_rounding_bytes + s->rss_free_block_bytes + s->rss_uncarved_bytes +

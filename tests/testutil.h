@@ -23,6 +23,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+/* A statistics snapshot (hak_stats_get with the caller's full size). */
+static inline void tu_stats(struct hak_stats *st)
+{
+  memset(st, 0, sizeof *st);
+  st->size = sizeof *st;
+  CHECK(hak_stats_get(st) == 0, "hak_stats_get failed");
+}
+
 /* The process's resident bytes (/proc/self/statm), read with open/read into
  * a stack buffer: no allocation, so it may be called between any two
  * allocator calls (and in a forked child). */
