@@ -36,12 +36,12 @@ static void *alloc_oom_refill(heap_t *h, unsigned cls, uintptr_t align) {
   return heap_alloc_refill(h, cls, NULL, align);
 }
 
-/* A large block, retried once after a collection (not for a size no
- * mapping can hold: that fails at once). */
 /* calloc above this size asks the heap for a block the kernel zeroed
  * (heap_calloc_class) before it would write one (alloc_calloc). */
 #define ALLOC_CALLOC_CLEAN_MIN ((size_t)1024)
 
+/* A large block, retried once after a collection (not for a size no
+ * mapping can hold: that fails at once). */
 static void *alloc_large(size_t size, size_t align, bool *zeroed) {
   void *p = large_alloc(size, align, zeroed);
   if (HAK_UNLIKELY(p == NULL) && size < (size_t)PTRDIFF_MAX / 2) {
