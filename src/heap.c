@@ -87,9 +87,8 @@ static void heap_reset(heap_t *h) {
     if (h->batch_mem != NULL) h->batch_mem[c].free = NULL;
     for (unsigned l = 0; l < 2; l++) h->list_head[l][c] = NULL;
     h->waiting_n[c] = 0;
-    h->parked[c] = NULL;
   }
-  h->parked_n = 0;
+  heap_parked_forget(h);
   for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   h->tick = 0;
@@ -359,12 +358,8 @@ void heap_park(heap_t *h, slab_t *s) {
  * meanwhile). */
 static slab_t *heap_unpark(heap_t *h, unsigned cls) {
   pthread_mutex_lock(&h->lock);
-  slab_t *s = h->parked[cls];
-  if (s != NULL) {
-    __atomic_store_n(&h->parked[cls], NULL, __ATOMIC_RELAXED);
-    h->parked_n--;
-    s->park_tick = h->tick;
-  }
+  slab_t *s = heap_parked_take(h, cls);
+  if (s != NULL) s->park_tick = h->tick;
   pthread_mutex_unlock(&h->lock);
   return s;
 }
@@ -530,8 +525,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     if (!pooled) h->dead = true;
     for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
     /* Its parked slabs are abandoned slabs with nothing in use now. */
-    for (unsigned c = 0; c < HAK_NCLASS; c++) h->parked[c] = NULL;
-    h->parked_n = 0;
+    heap_parked_forget(h);
     atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   }

@@ -93,6 +93,25 @@ HAK_INLINE unsigned heap_run_len(const slab_t *s, block_t *b, unsigned max, bloc
   return n;
 }
 
+/* Parked slabs (heap.h, parked[]; parked_n counts them). Under h->lock,
+ * or where nothing else can reach h (reset, a fork's child). The store is
+ * atomic because heap_next_slab peeks at the slot without the lock. */
+HAK_INLINE slab_t *heap_parked_take(heap_t *h, unsigned c) {
+  slab_t *s = h->parked[c];
+  if (s != NULL) {
+    __atomic_store_n(&h->parked[c], NULL, __ATOMIC_RELAXED);
+    h->parked_n--;
+  }
+  return s;
+}
+
+/* Forget every parked slab (their superslabs went elsewhere, or were
+ * reset with the heap). */
+HAK_INLINE void heap_parked_forget(heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASS; c++) h->parked[c] = NULL;
+  h->parked_n = 0;
+}
+
 /* ---- heap_purge.c -------------------------------------------------------- */
 
 /* s, a slab of h nobody uses, goes back to its superslab, resident; the

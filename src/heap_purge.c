@@ -74,8 +74,7 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
     slab_t *s = h->parked[c];
     if (s == NULL) continue;
     if (force || now - s->freed_ms >= delay) {
-      __atomic_store_n(&h->parked[c], NULL, __ATOMIC_RELAXED);
-      h->parked_n--;
+      heap_parked_take(h, c);
       heap_release_slab_due(h, s, s->freed_ms + opt.purge_delay_ms);
     } else if (s->freed_ms + delay < next) {
       next = s->freed_ms + delay;
