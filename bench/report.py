@@ -341,6 +341,11 @@ ACCT_ITEMS = [("requested", "requested"), ("rounding", "rounding (est.)"),
               ("metadata", "metadata")]
 
 
+# The items of the report's "thread caches" line: where rss_thread_cache_bytes waits.
+TC_ITEMS = [("pending", "pending"), ("current slabs", "in current slabs"), ("other slabs", "in other slabs"),
+            ("abandoned", "abandoned")]
+
+
 def acct_key(name):
     return name.replace(" ", "_")
 
@@ -368,6 +373,12 @@ def acct_reports(paths):
                     cur[acct_key(name)] = int(v.group(1)) if v else 0
                 reps.append(cur)
                 cur = None
+                continue
+            # the line after the split (stats version 5): where the thread caches wait
+            if reps and line.startswith("thread caches:") and "tc_pending" not in reps[-1]:
+                for name, _ in TC_ITEMS:
+                    v = re.search(re.escape(name) + r" (\d+)", line)
+                    reps[-1]["tc_" + acct_key(name)] = int(v.group(1)) if v else 0
     return reps
 
 
@@ -410,8 +421,10 @@ def acct_section(raw):
            "at that moment (program, libraries, stacks); *peak RSS* is that run's VmHWM. *rounding* "
            "is a model (half the size-class gap per live block), and *requested* is live blocks less it. "
            "*Largest besides requested* names the biggest overhead item and its share of hakmem's "
-           "bytes: the first thing to cut on that row. A short run may have had no report before "
-           "its exit.\n",
+           "bytes: the first thing to cut on that row; when it is *thread caches*, where they wait "
+           "(docs/stats.md: pending in the freeing threads' caches, in the owners' current slabs, in "
+           "their other slabs, in abandoned ones), which says who would collect them. A short run "
+           "may have had no report before its exit.\n",
            "| benchmark | peak RSS | hakmem | " + " | ".join(t for _, t in ACCT_ITEMS) +
            " | other | largest besides requested |",
            "|---|---:|---:|" + "---:|" * len(ACCT_ITEMS) + "---:|---|"]
@@ -423,9 +436,15 @@ def acct_section(raw):
             continue
         items = [(t, num(kv, acct_key(n)) or 0) for n, t in ACCT_ITEMS]
         big = max(items[1:], key=lambda x: x[1])  # what the program did not ask for
+        what = f"{big[0]} ({100.0 * big[1] / max(1, num(kv, 'resident') or 1):.0f} %"
+        tc = [(t, num(kv, "tc_" + acct_key(n)) or 0) for n, t in TC_ITEMS]
+        if big[0] == "thread caches" and big[1] > 0 and sum(v for _, v in tc) > 0:
+            # who would collect them: the largest parts of the item
+            what += ": " + ", ".join(f"{100.0 * v / big[1]:.0f} % {t}" for t, v in
+                                     sorted(tc, key=lambda x: -x[1]) if v >= 0.1 * big[1])
         out.append(f"| {b} | {rss_mib} | {mib(num(kv, 'resident') or 0)} | " +
                    " | ".join(mib(v) for _, v in items) +
-                   f" | {mib(num(kv, 'other') or 0)} | {big[0]} ({100.0 * big[1] / max(1, num(kv, 'resident') or 1):.0f} %) |")
+                   f" | {mib(num(kv, 'other') or 0)} | {what}) |")
     out.append("")
     return out
 

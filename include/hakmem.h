@@ -72,8 +72,10 @@ HAK_API void hak_collect(int force);
  * before calling; fields beyond the caller's size are not written.
  * Version 4 grew classes[] from 64 to 80 entries (68 classes are filled),
  * which moved every field after it: a caller built against an older
- * hakmem.h must check version before it reads past its classes[]. */
-#define HAK_STATS_VERSION 4
+ * hakmem.h must check version before it reads past its classes[].
+ * Version 5 added the tc_ fields at the end: where rss_thread_cache_bytes
+ * waits. */
+#define HAK_STATS_VERSION 5
 #define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -146,6 +148,14 @@ HAK_API void hak_collect(int force);
   X(process_rss_bytes, "the whole process's resident bytes (/proc/self/statm)")                                \
   X(rss_other_bytes, "process_rss_bytes - resident_bytes: program, libraries, stacks, TLS (0 if below)")
 
+/* Version 5: where rss_thread_cache_bytes waits, which says who collects
+ * it. The tc_ fields add up to rss_thread_cache_bytes exactly. */
+#define HAK_STATS_FIELDS_V5(X)                                                                           \
+  X(tc_pending_bytes, "of rss_thread_cache_bytes: batches waiting in the freeing threads' caches")      \
+  X(tc_current_bytes, "of rss_thread_cache_bytes: published to slabs their owner allocates from now")   \
+  X(tc_other_bytes, "of rss_thread_cache_bytes: published to other slabs of live thread heaps")        \
+  X(tc_abandoned_bytes, "of rss_thread_cache_bytes: published to slabs of superslabs no thread owns")
+
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
   HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
@@ -159,6 +169,7 @@ struct hak_stats {
   struct hak_class_stats classes[HAK_STATS_CLASSES];
   HAK_STATS_FIELDS_V2(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V3(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V5(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

@@ -161,6 +161,18 @@ static void acct_superslab(acct_t *ac, const superslab_t *ss) {
     st->rss_free_block_bytes += rc - live_res;
     if (tf > live_res) tf = live_res;
     st->rss_thread_cache_bytes += tf;
+    if (tf != 0) {
+      /* Who will collect them: the owner at its next refill of the class
+       * (its current slab), when it turns to the slab again, or a thread
+       * that adopts the superslab. A racy read of the owner's cur[]. */
+      const heap_t *h = ss_heap(ss);
+      if (h == NULL || atomic_load_explicit(&s->owner, memory_order_relaxed) == OWNER_ABANDONED)
+        st->tc_abandoned_bytes += tf;
+      else if (__atomic_load_n(&h->cur[c], __ATOMIC_RELAXED) == s)
+        st->tc_current_bytes += tf;
+      else
+        st->tc_other_bytes += tf;
+    }
     ac->live_res[c] += live_res - tf;
     st->rss_uncarved_bytes += rwin_bytes(w, cend, end);
   }
@@ -273,6 +285,7 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
   if (live) rounding = (size_t)((double)rounding * (double)(live - pend) / (double)live);
   live -= pend;
   st->rss_thread_cache_bytes += pend;
+  st->tc_pending_bytes = pend;
   if (rounding > live) rounding = live;
   st->rss_rounding_bytes = rounding;
   st->rss_requested_bytes = live - rounding;
@@ -421,6 +434,8 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
       KIB(st.rss_requested_bytes), KIB(st.rss_rounding_bytes), KIB(st.rss_free_block_bytes),
       KIB(st.rss_uncarved_bytes), KIB(st.rss_free_slab_bytes), KIB(st.rss_large_free_bytes),
       KIB(st.rss_cached_bytes), KIB(st.rss_thread_cache_bytes), KIB(st.rss_metadata_bytes));
+  OUT("thread caches: pending %.0f, current slabs %.0f, other slabs %.0f, abandoned %.0f KiB\n",
+      KIB(st.tc_pending_bytes), KIB(st.tc_current_bytes), KIB(st.tc_other_bytes), KIB(st.tc_abandoned_bytes));
   OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
       st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
       (unsigned long long)opt.purge_delay_ms);
@@ -452,6 +467,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
     HAK_STATS_FIELDS_V1(FIELD_)
     HAK_STATS_FIELDS_V2(FIELD_)
     HAK_STATS_FIELDS_V3(FIELD_)
+    HAK_STATS_FIELDS_V5(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -471,6 +487,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V2(ROW_)
   ver_ = 3;
   HAK_STATS_FIELDS_V3(ROW_)
+  ver_ = 5;
+  HAK_STATS_FIELDS_V5(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");
