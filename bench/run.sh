@@ -468,7 +468,9 @@ RAW=$RESULTS/raw-latest.tsv
 [ $SECURE_REPORT = 1 ] && RAW=$RESULTS/raw-secure.tsv
 : >"$RAW"
 ACCT=$RESULTS/acct-latest.tsv # hakmem's resident split at peak, one line per benchmark (report.py)
-: >"$ACCT"
+# Only the suite's report reads it: the secure report leaves the suite's table as it is (it
+# used to rewrite the file, so latest.md and acct-latest.tsv described different runs).
+[ $SECURE_REPORT = 1 ] || : >"$ACCT"
 # One more hakmem run per benchmark, untimed, with periodic statistics reports: the one
 # with the largest resident total is where hakmem's memory goes at peak.
 acct_run() { # bname benv prog args
@@ -536,7 +538,7 @@ for e in "${SUITE[@]}"; do
       fi
     done
   done
-  acct_run "$bname" "$benv" "$prog" "$args"
+  [ $SECURE_REPORT = 1 ] || acct_run "$bname" "$benv" "$prog" "$args"
 done
 elapsed=$(awk -v a="$(now)" -v b="$t_start" 'BEGIN{printf "%.0f", a-b}')
 printf 'elapsed\t%s s\n' "$elapsed" >>"$TMP/meta.tsv"
