@@ -22,7 +22,7 @@
  * interior pointer of a live block, double frees (free/free_sized/realloc of
  * a recently freed pointer that is not inside any live block), and writes of
  * the first word of a recently freed small block (a garbage value or a
- * pointer into a live block). The allocator must report them and carry on:
+ * pointer into a live block), while its memory is still a slab's. The allocator must report them and carry on:
  * the live blocks stay intact, realloc of a bad pointer returns NULL, and
  * nothing is handed out twice (the non-overlap check of every new block).
  * Against the default build (hak_version() names the build) only the bad
@@ -44,6 +44,8 @@
 
 #include "hakmem.h"
 #include "os.h" /* os_is_readable: the harness is built with the core's sources */
+#include "ownmap.h"     /* uaf_write: is a freed block's memory still a slab's? */
+#include "superslab.h"
 
 #define NSLOT 64
 #define FULL_CHECK ((size_t)8192) /* larger blocks: 1 KiB windows at head, middle, tail */
@@ -291,6 +293,17 @@ static void uaf_write(in_t *in, unsigned opc)
   /* hak_owns answers per 4 MiB region: a cached mapping that a later block
    * reuses held to its size may no longer cover the freed block's page. */
   if (!os_is_readable(f->p)) return;
+  /* Only where small blocks still live: a slab's block area. A 4 MiB region
+   * can change hands (a superslab or a dedicated mapping unmapped, an arena
+   * mapped there later), and a large block keeps a 64-byte header just
+   * below its start (an aligned mapping, a copy at its region's base),
+   * which in_live does not cover: a freed aligned_alloc(4 MiB, 16) block's
+   * address can become an arena block's header. A write there is one into
+   * a live block's metadata, not into a freed block's link (README, "What
+   * each build catches"), and it made a live arena block read as invalid
+   * in one CI run. The same holds for a superslab's header pages. */
+  unsigned own = ownmap_get(f->p);
+  if (own < HAK_SMALL_SLAB_SHIFT || !slab_holds(ss_slab_of(f->p, own), f->p)) return;
   uintptr_t val;
   slot_t *o = &slots[sel % NSLOT];
   switch ((opc >> 4) % 3) {
