@@ -350,6 +350,13 @@ def acct_key(name):
     return name.replace(" ", "_")
 
 
+def acct_items(line, items, prefix, into):
+    """The KiB figure after each item's name in a report line, into into[prefix + key]."""
+    for name, _ in items:
+        v = re.search(re.escape(name) + r" (\d+)", line)
+        into[prefix + acct_key(name)] = int(v.group(1)) if v else 0
+
+
 def acct_reports(paths):
     """Every (resident line, split line) pair of hakmem statistics reports in these files
     (periodic reports and the exit report alike), as dicts of KiB."""
@@ -368,17 +375,13 @@ def acct_reports(paths):
                        "process": int(m.group(4)), "other": int(m.group(5))}
                 continue
             if cur is not None and line.startswith("resident split:"):
-                for name, _ in ACCT_ITEMS:
-                    v = re.search(re.escape(name) + r" (\d+)", line)
-                    cur[acct_key(name)] = int(v.group(1)) if v else 0
+                acct_items(line, ACCT_ITEMS, "", cur)
                 reps.append(cur)
                 cur = None
                 continue
             # the line after the split (stats version 5): where the thread caches wait
             if reps and line.startswith("thread caches:") and "tc_pending" not in reps[-1]:
-                for name, _ in TC_ITEMS:
-                    v = re.search(re.escape(name) + r" (\d+)", line)
-                    reps[-1]["tc_" + acct_key(name)] = int(v.group(1)) if v else 0
+                acct_items(line, TC_ITEMS, "tc_", reps[-1])
     return reps
 
 

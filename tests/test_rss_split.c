@@ -50,6 +50,15 @@ static size_t tc_sum(const struct hak_stats *s) {
 
 static size_t diff(size_t a, size_t b) { return a > b ? a - b : b - a; }
 
+/* What adds up exactly in any snapshot, even one taken while threads run:
+ * the rss_ items to resident_bytes, the tc_ items to the thread-held part. */
+static void check_sums(const char *when) {
+  CHECK(split_sum(&st) == st.resident_bytes, "%s: split %zu != resident %zu", when, split_sum(&st),
+        st.resident_bytes);
+  CHECK(tc_sum(&st) == st.rss_thread_cache_bytes, "%s: tc_ items %zu != thread caches %zu", when, tc_sum(&st),
+        st.rss_thread_cache_bytes);
+}
+
 static void print_split(const char *when) {
   printf("%-28s resident %7.1f MiB (mapped %7.1f, walked %7.1f, process %7.1f): requested %.1f rounding %.1f "
          "free-blocks %.1f uncarved %.1f free-slabs %.1f large-free %.1f cached %.1f thread %.1f meta %.1f\n",
@@ -66,10 +75,7 @@ static void check_adds_up(const char *when) {
   snap();
   print_split(when);
   CHECK(st.version >= 3, "%s: version %u", when, st.version);
-  CHECK(split_sum(&st) == st.resident_bytes, "%s: split %zu != resident %zu", when, split_sum(&st),
-        st.resident_bytes);
-  CHECK(tc_sum(&st) == st.rss_thread_cache_bytes, "%s: tc_ items %zu != thread caches %zu", when, tc_sum(&st),
-        st.rss_thread_cache_bytes);
+  check_sums(when);
   CHECK(diff(st.mapped_walked_bytes, st.mapped_bytes) <= TOL_MAPPED, "%s: walked %zu, mapped %zu", when,
         st.mapped_walked_bytes, st.mapped_bytes);
   CHECK(st.resident_bytes <= st.mapped_bytes + OWNMAP_MAX, "%s: resident %zu > mapped %zu", when,
@@ -303,6 +309,11 @@ static void *w_owner(void *arg) {
   return NULL;
 }
 
+static void print_tc(void) {
+  printf("where: pending %zu, current %zu, other %zu, abandoned %zu\n", st.tc_pending_bytes, st.tc_current_bytes,
+         st.tc_other_bytes, st.tc_abandoned_bytes);
+}
+
 static void w_free_all(void) {
   for (unsigned i = 0; i < WN; i++) {
     free(wblocks[i]);
@@ -324,15 +335,13 @@ static void where(bool alone) {
   size_t before = st.rss_thread_cache_bytes;
   w_free_all();
   check_adds_up("where: freed, not all published");
-  printf("where: pending %zu, current %zu, other %zu, abandoned %zu\n", st.tc_pending_bytes, st.tc_current_bytes,
-         st.tc_other_bytes, st.tc_abandoned_bytes);
+  print_tc();
   CHECK(st.tc_pending_bytes > 0, "where: nothing pending in this thread's cache");
   CHECK(st.tc_pending_bytes + st.tc_current_bytes >= before + bytes * 9 / 10,
         "where: pending %zu + current %zu < 0.9 x %zu freed", st.tc_pending_bytes, st.tc_current_bytes, bytes);
   hak_collect(0);
   check_adds_up("where: published");
-  printf("where: pending %zu, current %zu, other %zu, abandoned %zu\n", st.tc_pending_bytes, st.tc_current_bytes,
-         st.tc_other_bytes, st.tc_abandoned_bytes);
+  print_tc();
   CHECK(st.tc_pending_bytes == 0, "where: %zu bytes pending after this thread flushed", st.tc_pending_bytes);
   CHECK(st.tc_current_bytes >= bytes * 9 / 10, "where: current %zu < 0.9 x %zu published to the sleeping owner's slab",
         st.tc_current_bytes, bytes);
@@ -358,8 +367,7 @@ static void where(bool alone) {
   w_free_all();
   free(malloc(opaque_size(3000)));
   check_adds_up("where: freed into an exited thread's slab");
-  printf("where: pending %zu, current %zu, other %zu, abandoned %zu\n", st.tc_pending_bytes, st.tc_current_bytes,
-         st.tc_other_bytes, st.tc_abandoned_bytes);
+  print_tc();
   CHECK(st.tc_pending_bytes == 0, "where: %zu bytes pending after this thread flushed", st.tc_pending_bytes);
   CHECK(st.tc_other_bytes + st.tc_abandoned_bytes >= gone + bytes * 9 / 10,
         "where: other %zu + abandoned %zu < 0.9 x %zu freed into an exited thread's slab", st.tc_other_bytes,
@@ -399,10 +407,9 @@ static void mt_churn(void) {
   for (unsigned t = 0; t < 2; t++) CHECK(pthread_create(&th[t], NULL, churn, (void *)(uintptr_t)(t + 1)) == 0, "create");
   for (int i = 0; i < 40; i++) {
     snap();
-    CHECK(split_sum(&st) == st.resident_bytes, "churn %d: split %zu != resident %zu", i, split_sum(&st),
-          st.resident_bytes);
-    CHECK(tc_sum(&st) == st.rss_thread_cache_bytes, "churn %d: tc_ items %zu != thread caches %zu", i,
-          tc_sum(&st), st.rss_thread_cache_bytes);
+    char when[32];
+    snprintf(when, sizeof when, "churn %d", i);
+    check_sums(when);
     CHECK(st.resident_bytes <= st.mapped_walked_bytes + OWNMAP_MAX, "churn %d: resident %zu > walked %zu", i,
           st.resident_bytes, st.mapped_walked_bytes);
     struct timespec ts = {0, 5000000};
