@@ -343,7 +343,7 @@ ACCT_ITEMS = [("requested", "requested"), ("rounding", "rounding (est.)"),
 
 # The items of the report's "thread caches" line: where rss_thread_cache_bytes waits.
 TC_ITEMS = [("pending", "pending"), ("current slabs", "in current slabs"), ("other slabs", "in other slabs"),
-            ("abandoned", "abandoned")]
+            ("abandoned", "abandoned"), ("delayed", "on delayed lists")]
 
 
 def acct_key(name):
@@ -426,8 +426,10 @@ def acct_section(raw):
            "*Largest besides requested* names the biggest overhead item and its share of hakmem's "
            "bytes: the first thing to cut on that row; when it is *thread caches*, where they wait "
            "(docs/stats.md: pending in the freeing threads' caches, in the owners' current slabs, in "
-           "their other slabs, in abandoned ones), which says who would collect them. A short run "
-           "may have had no report before its exit.\n",
+           "their other slabs, in abandoned ones, on the delayed lists of their full slabs), which says "
+           "who would collect them. Since statistics version 6, blocks on delayed lists count as "
+           "thread caches, no longer as requested. A short run may have had no report before its "
+           "exit.\n",
            "| benchmark | peak RSS | hakmem | " + " | ".join(t for _, t in ACCT_ITEMS) +
            " | other | largest besides requested |",
            "|---|---:|---:|" + "---:|" * len(ACCT_ITEMS) + "---:|---|"]

@@ -74,8 +74,9 @@ HAK_API void hak_collect(int force);
  * which moved every field after it: a caller built against an older
  * hakmem.h must check version before it reads past its classes[].
  * Version 5 added the tc_ fields at the end: where rss_thread_cache_bytes
- * waits. */
-#define HAK_STATS_VERSION 5
+ * waits. Version 6 added tc_delayed_bytes after them: blocks on the owners'
+ * delayed lists, which earlier versions counted as requested bytes. */
+#define HAK_STATS_VERSION 6
 #define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -143,7 +144,7 @@ HAK_API void hak_collect(int force);
   X(rss_free_slab_bytes, "free slabs of live superslabs (thread heaps' and abandoned) awaiting the decay")      \
   X(rss_large_free_bytes, "free spans of the large arenas awaiting the decay")                                 \
   X(rss_cached_bytes, "cached empty superslabs and cached large mappings")                                     \
-  X(rss_thread_cache_bytes, "blocks freed by other threads not yet collected: pending batches, thread_free")    \
+  X(rss_thread_cache_bytes, "blocks freed by other threads not yet collected: pending, thread_free, delayed lists") \
   X(rss_metadata_bytes, "superslab headers, arena descriptors, heap structs, profiler tables, ownership map")   \
   X(process_rss_bytes, "the whole process's resident bytes (/proc/self/statm)")                                \
   X(rss_other_bytes, "process_rss_bytes - resident_bytes: program, libraries, stacks, TLS (0 if below)")
@@ -155,6 +156,12 @@ HAK_API void hak_collect(int force);
   X(tc_current_bytes, "of rss_thread_cache_bytes: published to slabs their owner allocates from now")   \
   X(tc_other_bytes, "of rss_thread_cache_bytes: published to other slabs of live thread heaps")        \
   X(tc_abandoned_bytes, "of rss_thread_cache_bytes: published to slabs of superslabs no thread owns")
+
+/* Version 6: the thread-held blocks that versions 3 to 5 counted as
+ * requested (freed by other threads into full slabs, on the owner heap's
+ * delayed list); rss_thread_cache_bytes includes them. */
+#define HAK_STATS_FIELDS_V6(X) \
+  X(tc_delayed_bytes, "of rss_thread_cache_bytes: freed into full slabs, on their owner heap's delayed list")
 
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
@@ -170,6 +177,7 @@ struct hak_stats {
   HAK_STATS_FIELDS_V2(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V3(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V5(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V6(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

@@ -408,11 +408,13 @@ static void heap_drain_delayed(heap_t *h, bool close) {
   if (!close && atomic_load_explicit(&h->delayed, memory_order_relaxed) == 0) return;
   pthread_mutex_lock(&h->lock);
   block_t *b = remote_delayed_take(h, close);
+  size_t taken = 0;
   while (b != NULL) {
     slab_t *s = ss_slab_of(b, ss_of(b)->slab_shift);
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     block_t *next;
     if ((owner & ~OWNER_FULL) != h->tid) {
+      taken += s->bsize;
       next = blk_next(b);
       if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
         ss_abandon_note_free();
@@ -426,9 +428,11 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     blk_set_next(last, s->free);
     s->free = b;
     s->used = (uint16_t)(s->used - n);
+    taken += (size_t)n * s->bsize;
     heap_slab_regained_locked(h, s, owner);
     b = next;
   }
+  remote_delayed_taken(h, taken);
   pthread_mutex_unlock(&h->lock);
 }
 

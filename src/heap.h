@@ -102,6 +102,11 @@ typedef struct heap {
   _Atomic size_t dirty_bytes;        /* free slabs whose pages are resident (statistics too) */
   _Atomic uint64_t next_purge_ms;    /* when the oldest dirty slab becomes due; UINT64_MAX: none */
   _Atomic uintptr_t delayed;         /* blocks freed remotely into full slabs */
+  /* Their bytes (statistics: the blocks stay in their slabs' used counts,
+   * so without it they would pass for live): a publisher adds before its
+   * push, whoever takes blocks off the list subtracts them. One add per
+   * published batch, on the remote path to a full slab only. */
+  _Atomic size_t delayed_bytes;
   remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
 #if HEAP_XC_ENABLE
   heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
@@ -269,6 +274,10 @@ size_t heap_idle_bytes(size_t *max_one, size_t *heaps);
  * bytes of blocks pending in the threads' remote-free caches. Racy reads. */
 size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void *arg);
 size_t heap_remote_pending_bytes(void);
+/* Bytes of blocks on the heaps' delayed lists (freed by other threads
+ * into full slabs, not yet taken by the owner or the idle collector):
+ * still in their slabs' used counts too. Racy sum. */
+size_t heap_delayed_bytes(void);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
 void heap_fork_child(heap_t *keep, const heap_t *keep2);

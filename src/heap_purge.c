@@ -10,7 +10,7 @@
  * through heap.c's heap_purge_all); the sweep of a heap's waiting slabs;
  * the collection of an idle heap's delayed list (heap_collect_idle); the
  * read-only walks for the statistics (heap_idle_bytes, heap_for_each_meta,
- * heap_remote_pending_bytes).
+ * heap_remote_pending_bytes, heap_delayed_bytes).
  * Promises: memory goes back by time, never because of how much was freed;
  * the page level of a heap, and its full slabs' lists, are touched only
  * under its lock; the walks only read (racy sums: heap structs are never
@@ -501,13 +501,18 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
    * goes back. */
   block_t *keep = NULL, *keep_tail = NULL;
   unsigned released = 0;
+  size_t taken = 0;
   for (block_t *b = list, *last, *next; b != NULL; b = next) {
     unsigned n;
     slab_t *s = heap_run(b, &last, &n);
     next = blk_next(last);
-    if (s->collect_stamp == st && s->collect_done) continue;
+    if (s->collect_stamp == st && s->collect_done) {
+      taken += (size_t)n * s->bsize;
+      continue;
+    }
     if (s->collect_stamp == st && atomic_load_explicit(&s->owner, memory_order_acquire) == full &&
         s->collect_n == s->used) {
+      taken += (size_t)n * s->bsize;
       s->collect_done = 1;
       s->used = 0;
       remote_unmark_full(s, h);
@@ -525,6 +530,7 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
     keep_tail = last;
   }
   if (keep != NULL) remote_delayed_put(h, keep, keep_tail);
+  remote_delayed_taken(h, taken);
   h->idle_ms = now;
   if (released)
     h->idle_shift = 0;
@@ -614,5 +620,12 @@ size_t heap_remote_pending_bytes(void) {
       if (s != NULL) total += (size_t)__atomic_load_n(&w->n, __ATOMIC_RELAXED) * s->bsize;
     }
   }
+  return total;
+}
+
+size_t heap_delayed_bytes(void) {
+  size_t total = 0;
+  for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next)
+    total += atomic_load_explicit(&h->delayed_bytes, memory_order_relaxed);
   return total;
 }

@@ -30,6 +30,9 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
       heap_t *h = ss_heap(ss_of(s));
       if ((owner & ~(OWNER_FULL | OWNER_ABANDONED | OWNER_UNUSED)) && h != NULL) {
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+        /* Counted before the push, so a taker never subtracts first. */
+        size_t bytes = (size_t)n * s->bsize;
+        if (d != HEAP_DELAYED_CLOSED) atomic_fetch_add_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
         while (d != HEAP_DELAYED_CLOSED) {
           blk_set_next(tail, (block_t *)d);
           if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head,
@@ -38,6 +41,7 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
             return REMOTE_OK;
           }
           HAK_STAT(ST_RCAS_RETRY);
+          if (d == HEAP_DELAYED_CLOSED) atomic_fetch_sub_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
         }
       }
     }
@@ -130,4 +134,8 @@ void remote_delayed_put(heap_t *h, block_t *head, block_t *tail) {
     blk_set_next(tail, (block_t *)d);
   } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head, memory_order_release,
                                                   memory_order_relaxed));
+}
+
+void remote_delayed_taken(heap_t *h, size_t bytes) {
+  if (bytes != 0) atomic_fetch_sub_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
 }

@@ -89,6 +89,9 @@ block_t *remote_delayed_take(struct heap *h, bool close);
 /* The collector of an idle heap, under its lock (so the list is open):
  * put the chain head..tail back on h's delayed list. */
 void remote_delayed_put(struct heap *h, block_t *head, block_t *tail);
+/* Blocks of that many bytes left h's delayed list for good (drained into
+ * their slabs, sent on, or released with their slab): its byte count. */
+void remote_delayed_taken(struct heap *h, size_t bytes);
 /* Does s have remote frees waiting? */
 HAK_INLINE bool remote_has_frees(const slab_t *s) {
   return (atomic_load_explicit(&s->thread_free, memory_order_relaxed) & TF_PTR_MASK) != 0;

@@ -269,8 +269,9 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
     prof_for_each_meta(acct_sum_len, &pm);
     ac.mapped += pm;
   }
-  /* Blocks waiting in the threads' remote-free caches are in their slabs'
-   * used counts: they move from live to the thread-held caches. */
+  /* Blocks waiting in the threads' remote-free caches, and on the heaps'
+   * delayed lists, are in their slabs' used counts: they move from live to
+   * the thread-held caches. */
   size_t live = ac.live_large + ls->mapping_bytes, rounding = 0;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     live += ac.live_res[c];
@@ -280,12 +281,14 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
     size_t gap = sc_size[c] - (c ? sc_size[c - 1] : 0);
     rounding += (size_t)((double)ac.live_res[c] * (double)(gap - 1) / 2.0 / (double)sc_size[c]);
   }
-  size_t pend = heap_remote_pending_bytes();
+  size_t pend = heap_remote_pending_bytes(), dly = heap_delayed_bytes();
   if (pend > live) pend = live;
-  if (live) rounding = (size_t)((double)rounding * (double)(live - pend) / (double)live);
-  live -= pend;
-  st->rss_thread_cache_bytes += pend;
+  if (dly > live - pend) dly = live - pend;
+  if (live) rounding = (size_t)((double)rounding * (double)(live - pend - dly) / (double)live);
+  live -= pend + dly;
+  st->rss_thread_cache_bytes += pend + dly;
   st->tc_pending_bytes = pend;
+  st->tc_delayed_bytes = dly;
   if (rounding > live) rounding = live;
   st->rss_rounding_bytes = rounding;
   st->rss_requested_bytes = live - rounding;
@@ -434,8 +437,9 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
       KIB(st.rss_requested_bytes), KIB(st.rss_rounding_bytes), KIB(st.rss_free_block_bytes),
       KIB(st.rss_uncarved_bytes), KIB(st.rss_free_slab_bytes), KIB(st.rss_large_free_bytes),
       KIB(st.rss_cached_bytes), KIB(st.rss_thread_cache_bytes), KIB(st.rss_metadata_bytes));
-  OUT("thread caches: pending %.0f, current slabs %.0f, other slabs %.0f, abandoned %.0f KiB\n",
-      KIB(st.tc_pending_bytes), KIB(st.tc_current_bytes), KIB(st.tc_other_bytes), KIB(st.tc_abandoned_bytes));
+  OUT("thread caches: pending %.0f, current slabs %.0f, other slabs %.0f, abandoned %.0f, delayed %.0f KiB\n",
+      KIB(st.tc_pending_bytes), KIB(st.tc_current_bytes), KIB(st.tc_other_bytes), KIB(st.tc_abandoned_bytes),
+      KIB(st.tc_delayed_bytes));
   OUT("purge thread: %s, %zu passes, %zu busy heaps skipped (delay %llu ms)\n",
       st.bg_thread_running ? "running" : "not running", st.bg_passes, st.purge_lock_busy,
       (unsigned long long)opt.purge_delay_ms);
@@ -468,6 +472,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
     HAK_STATS_FIELDS_V2(FIELD_)
     HAK_STATS_FIELDS_V3(FIELD_)
     HAK_STATS_FIELDS_V5(FIELD_)
+    HAK_STATS_FIELDS_V6(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -489,6 +494,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V3(ROW_)
   ver_ = 5;
   HAK_STATS_FIELDS_V5(ROW_)
+  ver_ = 6;
+  HAK_STATS_FIELDS_V6(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");

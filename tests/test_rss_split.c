@@ -43,9 +43,10 @@ static size_t split_sum(const struct hak_stats *s) {
          s->rss_metadata_bytes;
 }
 
-/* Version 5: where the thread-held bytes wait. */
+/* Versions 5 and 6: where the thread-held bytes wait. */
 static size_t tc_sum(const struct hak_stats *s) {
-  return s->tc_pending_bytes + s->tc_current_bytes + s->tc_other_bytes + s->tc_abandoned_bytes;
+  return s->tc_pending_bytes + s->tc_current_bytes + s->tc_other_bytes + s->tc_abandoned_bytes +
+         s->tc_delayed_bytes;
 }
 
 static size_t diff(size_t a, size_t b) { return a > b ? a - b : b - a; }
@@ -310,8 +311,8 @@ static void *w_owner(void *arg) {
 }
 
 static void print_tc(void) {
-  printf("where: pending %zu, current %zu, other %zu, abandoned %zu\n", st.tc_pending_bytes, st.tc_current_bytes,
-         st.tc_other_bytes, st.tc_abandoned_bytes);
+  printf("where: pending %zu, current %zu, other %zu, abandoned %zu, delayed %zu\n", st.tc_pending_bytes,
+         st.tc_current_bytes, st.tc_other_bytes, st.tc_abandoned_bytes, st.tc_delayed_bytes);
 }
 
 static void w_free_all(void) {
@@ -319,6 +320,62 @@ static void w_free_all(void) {
     free(wblocks[i]);
     wblocks[i] = NULL;
   }
+}
+
+/* An owner fills many slabs of one class, so that all but its current and
+ * waiting ones are marked full, and sleeps; what this thread frees into
+ * those goes to the owner heap's delayed list (tc_delayed, version 6:
+ * earlier versions counted it as requested). The owner's next refill
+ * takes the list: nothing is left on it. */
+enum { DN = 8192, DSZ = 256 };
+static void *dblocks[DN];
+
+static void *d_owner(void *arg) {
+  (void)arg;
+  for (unsigned i = 0; i < DN; i++) {
+    dblocks[i] = malloc(opaque_size(DSZ));
+    CHECK(dblocks[i] != NULL, "malloc");
+    memset(dblocks[i], 7, DSZ);
+  }
+  pthread_barrier_wait(&wbar); /* 1: allocated */
+  pthread_barrier_wait(&wbar); /* 2: freed and checked */
+  free(malloc(opaque_size(5000))); /* a refill: takes the delayed list */
+  pthread_barrier_wait(&wbar); /* 3: refilled */
+  pthread_barrier_wait(&wbar); /* 4: checked */
+  return NULL;
+}
+
+static void where_delayed(void) {
+  const size_t bytes = (size_t)DN * DSZ;
+  pthread_t th;
+  pthread_barrier_init(&wbar, NULL, 2);
+  CHECK(pthread_create(&th, NULL, d_owner, NULL) == 0, "create");
+  pthread_barrier_wait(&wbar);
+  check_adds_up("delayed: owner's blocks live");
+  size_t req_live = st.rss_requested_bytes, dly0 = st.tc_delayed_bytes;
+  for (unsigned i = 0; i < DN; i++) free(dblocks[i]);
+  hak_collect(0); /* publishes this thread's pending frees */
+  check_adds_up("delayed: freed into the sleeping owner's slabs");
+  print_tc();
+  CHECK(st.tc_pending_bytes == 0, "delayed: %zu bytes pending after this thread flushed", st.tc_pending_bytes);
+  /* 2 MiB of 256 B blocks fill 32 or more slabs: all but the current one
+   * and the few waiting ones are full. */
+  CHECK(st.tc_delayed_bytes >= dly0 + bytes / 2, "delayed: %zu (was %zu) < half of %zu freed into full slabs",
+        st.tc_delayed_bytes, dly0, bytes);
+  CHECK(tc_sum(&st) >= bytes * 9 / 10, "delayed: thread-held %zu < 0.9 x %zu freed", tc_sum(&st), bytes);
+  /* They left the requested bytes (the slabs are whole: nothing is
+   * decommitted under them). */
+  CHECK(st.rss_requested_bytes + bytes * 3 / 4 <= req_live + TOL_RSS,
+        "delayed: requested %zu, was %zu with %zu live", st.rss_requested_bytes, req_live, bytes);
+  pthread_barrier_wait(&wbar);
+  pthread_barrier_wait(&wbar);
+  check_adds_up("delayed: the owner refilled");
+  print_tc();
+  CHECK(st.tc_delayed_bytes <= dly0, "delayed: %zu left on delayed lists after the owner's refill (was %zu)",
+        st.tc_delayed_bytes, dly0);
+  pthread_barrier_wait(&wbar);
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&wbar);
 }
 
 static void where(bool alone) {
@@ -349,6 +406,7 @@ static void where(bool alone) {
   pthread_join(th, NULL);
   pthread_barrier_destroy(&wbar);
   check_adds_up("where: owner exited");
+  where_delayed();
 
   /* The owner exits before the frees. The background thread and
    * hak_collect both collect what comes back to abandoned superslabs (the
@@ -420,7 +478,7 @@ static void mt_churn(void) {
   check_adds_up("mt: after churn");
 }
 
-/* Every field of versions 3 and 5 under its hak_ctl name. Each call is a fresh
+/* Every field of versions 3, 5 and 6 under its hak_ctl name. Each call is a fresh
  * snapshot: compared with hak_stats_get's within a tolerance. */
 static void ctl(void) {
   void *keep = malloc(opaque_size(3 * MiB / 2)); /* something live */
@@ -435,6 +493,7 @@ static void ctl(void) {
   }
   HAK_STATS_FIELDS_V3(FIELD_)
   HAK_STATS_FIELDS_V5(FIELD_)
+  HAK_STATS_FIELDS_V6(FIELD_)
 #undef FIELD_
   size_t v = 0, l = sizeof v;
   CHECK(hak_ctl("stats.resident_bytes", &v, &l, NULL, 0) == 0 && v > 0, "resident via ctl");
