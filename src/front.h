@@ -90,7 +90,7 @@ HAK_INLINE void front_free_to(void *p, void (*slow)(void *)) {
         HAK_STAT_CLS(cls_free, s->cls);
         blk_free(b, s->free);
         s->free = b;
-        if (HAK_UNLIKELY(--s->used == 0)) alloc_slab_emptied(s);
+        if (HAK_UNLIKELY(slab_used_dec_release(s) == 0)) alloc_slab_emptied(s);
         return;
       }
     }

@@ -91,7 +91,7 @@ static void heap_reset(heap_t *h) {
   heap_parked_forget(h);
   for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
-  h->tick = 0;
+  __atomic_store_n(&h->tick, 0, __ATOMIC_RELAXED); /* the collector reads it */
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
   h->cool_ms = UINT64_MAX;
   h->cool_big_ms = 0;
@@ -103,6 +103,8 @@ static void heap_reset(heap_t *h) {
 #endif
   h->batch = NULL; /* only a profiling thread's own heap batches */
   h->pool_next = NULL;
+  atomic_store_explicit(&h->lists_tick, 0, memory_order_relaxed);
+  atomic_store_explicit(&h->lists_waiting, false, memory_order_relaxed);
 }
 
 static heap_t *heap_new(void) {
@@ -157,8 +159,10 @@ heap_t *heap_thread_init(void) {
      * every call then reaches a slow path, which samples. */
     closed = h->batch == NULL;
   }
-  h->tid = HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0);
-  h->kid = os_thread_kid();
+  /* Atomic: the collector of idle heaps reads both without the lock (a
+   * pooled heap changes owner under its reads). */
+  __atomic_store_n(&h->tid, HAK_THREAD_ID() | (closed ? HAK_TID_PROF_BIT : 0), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->kid, os_thread_kid(), __ATOMIC_RELAXED);
   heap_front_open();
   heap_front.self = h;
   heap_front.heap = closed ? NULL : h;
@@ -308,6 +312,7 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
   /* Only while h has no free slab of that kind of its own: a heap that
    * took every superslab it freed into would hold them all. Under h's lock:
    * a purge pass of another thread may be moving h's superslabs. */
+  heap_owner_enter(h);
   pthread_mutex_lock(&h->lock);
   superslab_t *own = h->owned_head[ss->kind];
   bool take = false;
@@ -323,6 +328,7 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
     if (take) heap_adopt(h, ss);
   }
   pthread_mutex_unlock(&h->lock);
+  heap_owner_exit(h);
   if (pub == REMOTE_ABANDONED) ss_abandon_note_free();
   return take;
 }
@@ -331,8 +337,10 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
 
 void heap_slab_emptied(heap_t *h, slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
+  heap_owner_enter(h);
   if (s->on_list) heap_list_remove(h, s);
   heap_release_slab_locked(h, s);
+  heap_owner_exit(h);
 }
 
 void heap_park(heap_t *h, slab_t *s) {
@@ -385,6 +393,7 @@ static void heap_slab_regained_locked(heap_t *h, slab_t *s, uintptr_t owner) {
  * lock for them too. Only frees into full slabs, which are off the hit
  * path already. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
+  heap_owner_enter(h);
   if (owner & OWNER_FULL) {
     pthread_mutex_lock(&h->lock);
     blk_free(b, s->free);
@@ -392,12 +401,13 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
     s->used--;
     heap_slab_regained_locked(h, s, owner);
     pthread_mutex_unlock(&h->lock);
-    return;
+  } else {
+    blk_free(b, s->free);
+    s->free = b;
+    s->used--;
+    if (s->used == 0) heap_slab_emptied(h, s);
   }
-  blk_free(b, s->free);
-  s->free = b;
-  s->used--;
-  if (s->used == 0) heap_slab_emptied(h, s);
+  heap_owner_exit(h);
 }
 
 /* Blocks other threads freed into our full slabs (linked, and in the
@@ -448,9 +458,10 @@ void heap_flush_remote(heap_t *h) {
 static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if (h->rcache.frees != 0) heap_flush_remote(h);
-  /* Atomic: the collector of idle heaps reads it to see that we refill. */
+  /* Atomic: the collector of idle heaps reads it to see that we refill
+   * (a release: one that sees it sees the heap set up). */
   uint32_t tick = h->tick + 1;
-  __atomic_store_n(&h->tick, tick, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->tick, tick, __ATOMIC_RELEASE);
   if ((tick & 15) != 0) return;
   /* A sweep reads every waiting slab's descriptor (up to four per class,
    * cold lines): a thread whose slabs get nothing back from other threads
@@ -479,9 +490,16 @@ static void heap_maintain(heap_t *h) {
   }
 }
 
+static void heap_drain_self_in(heap_t *self, bool force);
 void heap_drain_self(bool force) {
   heap_t *self = heap_front.self;
   if (self == NULL) return;
+  heap_owner_enter(self);
+  heap_drain_self_in(self, force);
+  heap_owner_exit(self);
+}
+
+static void heap_drain_self_in(heap_t *self, bool force) {
   heap_xc_flush(self);
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
@@ -518,7 +536,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
   heap_prof = NULL;
   /* The forking thread has a new kernel id here (the idle-heap collector
    * reads its CPU time by it). */
-  if (keep != NULL && keep != keep2) keep->kid = os_thread_kid();
+  if (keep != NULL && keep != keep2) __atomic_store_n(&keep->kid, os_thread_kid(), __ATOMIC_RELAXED);
   for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
@@ -698,7 +716,7 @@ static void *heap_prof_sample(unsigned cls) {
   pthread_mutex_lock(&heap_prof_lock);
   if (heap_prof == NULL) {
     heap_prof = heap_new();
-    if (heap_prof != NULL) heap_prof->tid = (uintptr_t)heap_prof | HAK_TID_PROF_BIT;
+    if (heap_prof != NULL) __atomic_store_n(&heap_prof->tid, (uintptr_t)heap_prof | HAK_TID_PROF_BIT, __ATOMIC_RELAXED);
   }
   void *p = NULL;
   if (heap_prof != NULL) {
@@ -810,7 +828,10 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (b != NULL && slab_can_pop(s, b)) return slab_pop(s, b);
-  return heap_refill_as(h, cls, NULL, zeroed, 1);
+  heap_owner_enter(h);
+  void *p = heap_refill_as(h, cls, NULL, zeroed, 1);
+  heap_owner_exit(h);
+  return p;
 #endif
 }
 
@@ -821,11 +842,14 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t alig
    * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
    * the pace of the slabs' refills, as without the profiler, not the
    * batches' (which never borrow, so align does not matter there). */
-  if (h->batch != NULL) {
-    if (HAK_UNLIKELY(h->rcache.frees != 0)) return heap_batch_settle(h, cls, oom);
-    return heap_batch_refill(h, cls, oom);
-  }
-  return heap_refill_as(h, cls, oom, NULL, align);
+  heap_owner_enter(h);
+  void *p;
+  if (h->batch != NULL)
+    p = HAK_UNLIKELY(h->rcache.frees != 0) ? heap_batch_settle(h, cls, oom) : heap_batch_refill(h, cls, oom);
+  else
+    p = heap_refill_as(h, cls, oom, NULL, align);
+  heap_owner_exit(h);
+  return p;
 }
 
 /* ---- thread exit --------------------------------------------------------- */
@@ -874,10 +898,14 @@ static void heap_retire(heap_t *h) {
 static void heap_thread_exit(void *arg) {
   heap_t *h = arg;
   if (h == NULL || heap_front.self != h) return;
+  /* Until the delayed list closes (then the collector leaves the lists
+   * alone); heap_retire works under h->lock. */
+  heap_owner_enter(h);
   if (h->batch != NULL) heap_batch_return(h);
   heap_xc_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
+  heap_owner_exit(h);
   stats_thread_merge();
   for (unsigned b = 0; b < HAK_DIRECT_N; b++) heap_front.direct[b] = &heap_empty_slab;
   heap_front.heap = NULL;
@@ -939,7 +967,7 @@ void *heap_exit_alloc(unsigned cls) {
   if (heap_exit_heap == NULL) {
     heap_t *n = heap_new();
     if (n != NULL) {
-      n->tid = (uintptr_t)n | HAK_TID_EXIT_BIT;
+      __atomic_store_n(&n->tid, (uintptr_t)n | HAK_TID_EXIT_BIT, __ATOMIC_RELAXED);
       __atomic_store_n(&heap_exit_heap, n, __ATOMIC_RELEASE);
     }
   }

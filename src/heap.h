@@ -133,6 +133,19 @@ typedef struct heap {
   uint64_t idle_since;               /* the last look that saw it refill or run */
   uint64_t idle_cpu_ns;              /* its thread's CPU time at that look */
   uint32_t kid;                      /* its thread's kernel id (0: none) */
+  /* The same collector takes the slabs on the lists of an idle heap once
+   * every block in use in them has come back (heap_collect_lists), under
+   * a hand-shake with the owner: the owner's sections (heap_owner_enter:
+   * every slow path that touches its lists) count in owner_busy, written
+   * by the owner only; the collector sets claimed under lock, and goes
+   * ahead only if, after a process-wide barrier (os_membarrier), no
+   * section is open. lists_tick: the refill count at its last look that
+   * found nothing waiting in them; lists_waiting: that look found slabs
+   * there with blocks come back, but not all of them. */
+  _Atomic uint32_t owner_busy;
+  _Atomic uint32_t claimed;
+  _Atomic uint32_t lists_tick;
+  _Atomic bool lists_waiting;
   /* The pass over idle free blocks (heap_cool): when it is next due
    * (UINT64_MAX: no slab it could cool yet; it runs HEAP_COOL_STEPS times
    * per purge delay); when its look at the free lists of classes of

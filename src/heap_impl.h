@@ -48,6 +48,28 @@ HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
   return s;
 }
 
+/* The owner's sections (heap.h, owner_busy): every slow path of the
+ * owner that touches its slab lists, or slabs on them, runs inside one;
+ * the fast paths touch only the current slabs, and a fast free only a
+ * slab holding the block it frees (the collector takes none that holds a
+ * live block). Sections nest. Entering costs a store and a load, no
+ * fence: the collector's process-wide barrier orders them against its
+ * claim (the asymmetric form of Dekker's hand-shake that membarrier(2)
+ * was made for). An owner that finds the lists claimed waits for the
+ * collector, which holds h->lock while it works. */
+void heap_owner_wait(heap_t *h) HAK_COLD;
+HAK_INLINE void heap_owner_enter(heap_t *h) {
+  uint32_t d = atomic_load_explicit(&h->owner_busy, memory_order_relaxed);
+  atomic_store_explicit(&h->owner_busy, d + 1, memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
+  /* Nested: the open section already keeps the collector out. */
+  if (HAK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire) != 0) && d == 0) heap_owner_wait(h);
+}
+HAK_INLINE void heap_owner_exit(heap_t *h) {
+  uint32_t d = atomic_load_explicit(&h->owner_busy, memory_order_relaxed);
+  atomic_store_explicit(&h->owner_busy, d - 1, memory_order_release);
+}
+
 /* A heap's owned superslabs of one kind, those with a free slab first
  * (superslab_t.listed while on it). Under h->lock. */
 HAK_INLINE void heap_owned_remove(heap_t *h, superslab_t *ss) {

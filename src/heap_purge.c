@@ -8,7 +8,9 @@
  * purge delay; parked slabs parked that long become free slabs) and of
  * every heap (heap_purge_heaps, for decay's pass
  * through heap.c's heap_purge_all); the sweep of a heap's waiting slabs;
- * the collection of an idle heap's delayed list (heap_collect_idle); the
+ * the collection of an idle heap's delayed list (heap_collect_idle) and of
+ * its listed slabs whose blocks all came back (heap_collect_lists, with
+ * the owner's side of its hand-shake, heap_owner_wait); the
  * read-only walks for the statistics (heap_idle_bytes, heap_for_each_meta,
  * heap_remote_pending_bytes, heap_delayed_bytes).
  * Promises: memory goes back by time, never because of how much was freed;
@@ -16,8 +18,9 @@
  * under its lock; the walks only read (racy sums: heap structs are never
  * unmapped).
  * May call: superslab (slab free, purge, release), remote (the delayed
- * list), decay (idle memory reports), os (the clock, decommit), options,
- * sizeclass (which classes cool); nothing of heap.c.
+ * list), decay (idle memory reports), os (the clock, decommit, the
+ * process-wide barrier), options, sizeclass (which classes cool), stats
+ * (the collector's events); nothing of heap.c.
  */
 #include "heap_impl.h"
 #include "decay.h"
@@ -27,6 +30,7 @@
 #include "os.h"
 #include "remote.h"
 #include "sizeclass.h"
+#include "stats.h"
 #include "superslab.h"
 
 #include <pthread.h>
@@ -451,15 +455,23 @@ static uint64_t heap_idle_gap(void) {
  * to look next (UINT64_MAX: the list is empty). */
 static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
   *again = UINT64_MAX;
-  uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
-  if (d == 0 || d == HEAP_DELAYED_CLOSED || h->dead || (h->tid & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT)))
+  /* Acquire, both: a heap reopened for a new thread (heap_new), and one
+   * whose thread refilled since it was (re)initialised, is seen whole. */
+  uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_acquire);
+  if (d == HEAP_DELAYED_CLOSED) return false;
+  uint32_t tick = __atomic_load_n(&h->tick, __ATOMIC_ACQUIRE);
+  /* The lists are worth a look once the thread refilled since the last
+   * look found nothing in them, or while slabs there wait for blocks. */
+  if (d == 0 && !atomic_load_explicit(&h->lists_waiting, memory_order_relaxed) &&
+      tick == atomic_load_explicit(&h->lists_tick, memory_order_relaxed))
     return false;
+  if (h->dead || (__atomic_load_n(&h->tid, __ATOMIC_RELAXED) & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) return false;
   /* Idle: no refill and no CPU time since the last look. A thread that
    * waits for a core (16 threads on 2) refills nothing for a while but
    * runs between the looks. */
-  uint32_t tick = __atomic_load_n(&h->tick, __ATOMIC_RELAXED);
   uint64_t cpu = 0;
-  if (h->kid == 0 || !os_thread_cpu_ns(h->kid, &cpu)) return false;
+  uint32_t kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
+  if (kid == 0 || !os_thread_cpu_ns(kid, &cpu)) return false;
   if (tick != h->idle_tick || cpu != h->idle_cpu_ns) {
     h->idle_tick = tick;
     h->idle_cpu_ns = cpu;
@@ -478,7 +490,10 @@ static slab_t *heap_run(block_t *b, block_t **last, unsigned *n) {
   return s;
 }
 
-/* Under h->lock and the decay pass lock. Returns the slabs released. */
+static unsigned heap_collect_lists(heap_t *h, uint64_t idle_since);
+
+/* Under h->lock and the decay pass lock. Returns the slabs released (of
+ * the delayed list, then of the lists: heap_collect_lists). */
 static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
   uint64_t idle_since = h->idle_since;
   static uint32_t stamp;
@@ -531,11 +546,89 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
   }
   if (keep != NULL) remote_delayed_put(h, keep, keep_tail);
   remote_delayed_taken(h, taken);
+  released += heap_collect_lists(h, idle_since);
   h->idle_ms = now;
   if (released)
     h->idle_shift = 0;
   else if (h->idle_shift < HEAP_IDLE_SHIFT_MAX)
     h->idle_shift++;
+  return released;
+}
+
+/* ---- the listed slabs of an idle heap ----------------------------------------
+ * The slabs on a heap's partial and waiting lists get blocks back from
+ * other threads through their thread_free lists, which only the owner
+ * collects, when it turns to them. A thread that stopped allocating never
+ * does: larson_10k's main thread, waiting in pthread_join, kept 3.3 MiB
+ * of slabs whose every block the workers had freed until the end. So the
+ * collector takes, from an idle heap, each listed slab all of whose
+ * blocks in use are on its thread_free list: none is live, so no fast
+ * free of the owner can touch it (the last one's store of the count is a
+ * release: front.h), and the owner's slow paths, which move slabs between
+ * the lists, are kept out by the hand-shake (heap.h, owner_busy). The
+ * slab goes back to its superslab, due a purge delay after the thread
+ * went idle, as the delayed list's slabs do. */
+
+void heap_owner_wait(heap_t *h) {
+  for (;;) {
+    atomic_store_explicit(&h->owner_busy, 0, memory_order_release);
+    /* The collector holds the lock while it has the lists. */
+    pthread_mutex_lock(&h->lock);
+    pthread_mutex_unlock(&h->lock);
+    atomic_store_explicit(&h->owner_busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&h->claimed, memory_order_acquire) == 0) return;
+  }
+}
+
+/* Whether the owner is outside its sections, and stays out until
+ * heap_unclaim (it waits in heap_owner_wait). Under h->lock. */
+static bool heap_claim(heap_t *h) {
+  atomic_store_explicit(&h->claimed, 1, memory_order_relaxed);
+  if (os_membarrier() && atomic_load_explicit(&h->owner_busy, memory_order_acquire) == 0) return true;
+  atomic_store_explicit(&h->claimed, 0, memory_order_release);
+  return false;
+}
+
+static void heap_unclaim(heap_t *h) { atomic_store_explicit(&h->claimed, 0, memory_order_release); }
+
+/* Under h->lock and the decay pass lock, h idle. Returns the slabs
+ * released; sets h->lists_waiting when slabs there hold some, not all, of
+ * their blocks in use on thread_free. */
+static unsigned heap_collect_lists(heap_t *h, uint64_t idle_since) {
+  if (h->batch != NULL || !heap_claim(h)) {
+    HAK_STAT_NOW(ST_IDLE_BUSY, 1);
+    atomic_store_explicit(&h->lists_waiting, true, memory_order_relaxed); /* look again later */
+    return 0;
+  }
+  bool waiting = false;
+  unsigned released = 0;
+  for (unsigned c = 0; c < HAK_NCLASS; c++)
+    for (unsigned l = 0; l < 2; l++)
+      for (slab_t *s = h->list_head[l][c], *next; s != NULL; s = next) {
+        next = s->next;
+        uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
+        unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
+        if (n == 0) continue;
+        /* used counts the blocks freed remotely until they are collected:
+         * equal, none is live. 0: the owner's emptying free is on its way
+         * to heap_slab_emptied. */
+        unsigned used = __atomic_load_n(&s->used, __ATOMIC_ACQUIRE);
+        if (used == 0 || n != used || (tf & TF_DELAYED) ||
+            !atomic_compare_exchange_strong_explicit(&s->thread_free, &tf, 0, memory_order_acquire,
+                                                     memory_order_relaxed)) {
+          waiting = true;
+          continue;
+        }
+        heap_list_remove(h, s);
+        s->used = 0;
+        heap_release_slab_due(h, s, idle_since + opt.purge_delay_ms);
+        released++;
+      }
+  heap_unclaim(h);
+  HAK_STAT_NOW(ST_IDLE_TAKEN, released);
+  atomic_store_explicit(&h->lists_waiting, waiting, memory_order_relaxed);
+  atomic_store_explicit(&h->lists_tick, h->idle_tick, memory_order_relaxed);
   return released;
 }
 

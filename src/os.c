@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -258,12 +259,26 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
    * pthread_getcpuclockid makes: ~tid << 3 | per-thread | sched), built from
    * the kernel id, not a pthread_t a thread's exit may free: the kernel
    * answers only for a thread of the caller's own process. */
-  clockid_t id = (clockid_t)((~(clockid_t)kid << 3) | 4 | 2);
+  clockid_t id = (clockid_t)((~kid << 3) | 4u | 2u); /* unsigned: no shift of a negative value */
   struct timespec ts;
   int saved = errno;
   bool ok = os_clock(id, &ts) == 0;
   errno = saved;
   if (ok) *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return ok;
+}
+
+bool os_membarrier(void) {
+  /* 0: not tried yet, 1: registered, -1: unavailable. */
+  static _Atomic int state;
+  int st = atomic_load_explicit(&state, memory_order_acquire);
+  int saved = errno;
+  if (st == 0) {
+    st = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+    atomic_store_explicit(&state, st, memory_order_release);
+  }
+  bool ok = st == 1 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+  errno = saved;
   return ok;
 }
 

@@ -57,6 +57,10 @@ uint32_t os_thread_kid(void);
 /* CPU time thread kid of this process has run, in ns; false if there is no
  * such thread in this process (it exited). */
 bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns);
+/* A full memory barrier on every running thread of the process
+ * (membarrier(2), private expedited; registered on first use). False where
+ * the kernel lacks it or refuses it (seccomp): then nothing was done. */
+bool os_membarrier(void);
 /* True if the byte at p can be read (a mapped PROT_NONE page cannot); for
  * vetting pointers that are not ours before reading around them. */
 bool os_is_readable(const void *p);

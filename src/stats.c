@@ -43,6 +43,8 @@ HAK_TEXT_HOT void stats_thread_merge(void) {
   }
   atomic_fetch_add_explicit(&st_threads_exited, 1, memory_order_relaxed);
 }
+
+void stats_count_now(int ev, uint64_t n) { atomic_fetch_add_explicit(&st_total[ev], n, memory_order_relaxed); }
 #endif
 
 /* ---- where the resident bytes go ------------------------------------------
@@ -455,6 +457,8 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
         (unsigned long long)e[ST_RDELAYED], (unsigned long long)e[ST_RCAS_RETRY],
         (unsigned long long)e[ST_COLLECT], (unsigned long long)e[ST_COLLECT_BLOCKS],
         (unsigned long long)e[ST_WAITING], (unsigned long long)e[ST_MARK_FULL]);
+    OUT("idle heaps: %llu listed slabs taken, %llu looks found the owner busy\n",
+        (unsigned long long)e[ST_IDLE_TAKEN], (unsigned long long)e[ST_IDLE_BUSY]);
   }
 #endif
   OUT("%-10s %8s %12s %12s %8s\n", "class", "slabs", "in use", "capacity", "use%");

@@ -26,11 +26,13 @@
  * cross-thread time goes: batches published (and their blocks), batches
  * that went to a full slab's owner through the delayed list, CAS retries,
  * collections by the owner (and their blocks), exhausted slabs put to wait
- * and slabs marked full. */
+ * and slabs marked full; and the idle heaps' collector's listed slabs
+ * taken, and its claims that found the owner in a section (counted
+ * process-wide at once: HAK_STAT_NOW, the purge thread never merges). */
 enum {
   ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE,
   ST_RPUBLISH, ST_RPUBLISH_BLOCKS, ST_RDELAYED, ST_RCAS_RETRY, ST_COLLECT, ST_COLLECT_BLOCKS,
-  ST_WAITING, ST_MARK_FULL, ST_N
+  ST_WAITING, ST_MARK_FULL, ST_IDLE_TAKEN, ST_IDLE_BUSY, ST_N
 };
 typedef struct stats_tls {
   uint64_t ev[ST_N];
@@ -40,6 +42,8 @@ extern HAK_TLS stats_tls_t stats_tls;
 #define HAK_STAT(ev_) (stats_tls.ev[ev_]++)
 #define HAK_STATN(ev_, n_) (stats_tls.ev[ev_] += (n_))
 #define HAK_STAT_CLS(arr_, cls_) (stats_tls.arr_[cls_]++)
+void stats_count_now(int ev, uint64_t n);
+#define HAK_STAT_NOW(ev_, n_) stats_count_now(ev_, n_)
 /* Thread exit: add this thread's counters to the process totals. */
 void stats_thread_merge(void);
 #else
@@ -47,6 +51,7 @@ void stats_thread_merge(void);
 #define HAK_STAT(ev_) ((void)0)
 #define HAK_STATN(ev_, n_) ((void)0)
 #define HAK_STAT_CLS(arr_, cls_) ((void)0)
+#define HAK_STAT_NOW(ev_, n_) ((void)0)
 HAK_INLINE void stats_thread_merge(void) {}
 #endif
 

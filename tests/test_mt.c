@@ -2,7 +2,7 @@
  * test_mt.c — multi-threaded tests; every block's contents are verified by
  * the thread that frees it (usually not the thread that allocated it).
  *
- *   test_mt <pc|a2a|churn|fork|collect|tsd|wide|exit|all> [--scale=N] [--threads=N] [--seed=S]
+ *   test_mt <pc|a2a|churn|fork|collect|tsd|wide|exit|naps|all> [--scale=N] [--threads=N] [--seed=S]
  *     pc     producers allocate+fill, pass blocks through a queue, consumers
  *            verify, sometimes realloc, and free (cross-thread frees)
  *     a2a    all-to-all: every thread frees blocks allocated by all others
@@ -13,6 +13,11 @@
  *     tsd    malloc/free inside pthread key destructors at thread exit
  *     wide   a few hundred threads alive at once, freeing each other's blocks
  *     exit   exit() (atexit handlers, destructors) while threads allocate
+ *     naps   owners that allocate a burst, hand half of it to consumers,
+ *            nap (the purge pass then takes their listed slabs whose
+ *            blocks all came back), and wake to free the other half and
+ *            allocate again, racing that collection; a thread calls
+ *            hak_collect(0) all the time
  *   env: HAKMEM_TEST_SEED, HAKMEM_TEST_SCALE
  *
  * Built against libhakmem.so (standard names) and, with -DUSE_HAK_API and
@@ -231,6 +236,79 @@ static void part_collect(void)
   atomic_store(&collect_stop, 1);
   pthread_join(ct, NULL);
   printf("collect: %llu concurrent hak_collect calls\n", (unsigned long long)atomic_load(&collect_calls));
+}
+
+/* ---- owners that nap: the collector of idle heaps' listed slabs ---- */
+/* A burst fills several slabs of each class, so that most of them leave
+ * the current slot for the lists; the first part goes to the consumers
+ * (whole slabs of it come back entirely: the collector's to take while
+ * the owner naps), the rest stays with the owner. */
+#define NAP_BURST 3000
+#define NAP_KEEP 1000
+static atomic_int naps_stop;
+
+static void *napper(void *arg)
+{
+  static const size_t sizes[] = {256, 512, 1024};
+  unsigned id = (unsigned)(uintptr_t)arg;
+  rng_t r;
+  rng_seed(&r, g_seed ^ (0x300 + id));
+  static _Thread_local blk_t kept[NAP_KEEP];
+  unsigned rounds = 12 * g_scale;
+  uint64_t key = (uint64_t)(0x40 + id) << 48;
+  for (unsigned round = 0; round < rounds; round++) {
+    unsigned nk = 0;
+    for (unsigned i = 0; i < NAP_BURST; i++) {
+      blk_t b = {NULL, sizes[i % 3] - rng_below(&r, 64), key++};
+      b.p = malloc(b.n);
+      CHECK(b.p != NULL, "malloc(%zu)", b.n);
+      blk_fill(b.p, b.n, b.key);
+      if (i < NAP_BURST - NAP_KEEP)
+        q_push(b); /* a consumer frees it: a remote free into this thread's slabs */
+      else
+        kept[nk++] = b;
+    }
+    /* Idle for several of the collector's gaps (an eighth of the purge
+     * delay): no refill, no CPU. */
+    usleep((useconds_t)(2000 + rng_below(&r, 12000)));
+    /* Awake: local frees into the listed slabs, then the refills of the
+     * next burst, while the collector may be at the lists. */
+    while (nk > 0) {
+      blk_t *b = &kept[--nk];
+      blk_verify(b, "napper (own block)");
+      blk_free(b, &r);
+    }
+  }
+  return NULL;
+}
+
+static void *nap_collector(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&naps_stop)) {
+    hak_collect(0);
+    usleep(500);
+  }
+  return NULL;
+}
+
+static void part_naps(void)
+{
+  unsigned np = g_threads / 2 ? g_threads / 2 : 1, nc = g_threads - np ? g_threads - np : 1;
+  pthread_t pt[64], ct[64], cl;
+  atomic_store(&pc_consumed, 0);
+  CHECK(pthread_create(&cl, NULL, nap_collector, NULL) == 0, "pthread_create");
+  for (unsigned i = 0; i < nc; i++) CHECK(pthread_create(&ct[i], NULL, consumer, (void *)(uintptr_t)i) == 0, "pthread_create");
+  for (unsigned i = 0; i < np; i++) CHECK(pthread_create(&pt[i], NULL, napper, (void *)(uintptr_t)i) == 0, "pthread_create");
+  for (unsigned i = 0; i < np; i++) pthread_join(pt[i], NULL);
+  for (unsigned i = 0; i < nc; i++) q_push((blk_t){ NULL, 0, 0 });
+  for (unsigned i = 0; i < nc; i++) pthread_join(ct[i], NULL);
+  atomic_store(&naps_stop, 1);
+  pthread_join(cl, NULL);
+  unsigned long long want = (unsigned long long)np * 12 * g_scale * (NAP_BURST - NAP_KEEP);
+  unsigned long long got = atomic_load(&pc_consumed);
+  CHECK(got == want, "naps: consumed %llu of %llu blocks", got, want);
+  printf("naps: %u napping owners, %u consumers, %llu blocks freed remotely\n", np, nc, got);
 }
 
 /* ================= (b) all-to-all ================= */
@@ -697,7 +775,8 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "exit")) { part_exit(); ran = 1; }
   if (all || !strcmp(part, "wide")) { part_wide(); ran = 1; }
   if (all || !strcmp(part, "collect")) { atomic_store(&pc_consumed, 0); part_collect(); ran = 1; }
-  CHECK(ran, "unknown part '%s' (pc, a2a, churn, fork, collect, tsd, wide, exit, all)", part);
+  if (all || !strcmp(part, "naps")) { part_naps(); ran = 1; }
+  CHECK(ran, "unknown part '%s' (pc, a2a, churn, fork, collect, tsd, wide, exit, naps, all)", part);
   printf("test_mt: passed (%.2f s)\n", now_s() - t0);
   return 0;
 }
