@@ -477,6 +477,11 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
     h->idle_cpu_ns = cpu;
     h->idle_ms = h->idle_since = now;
     h->idle_shift = 0;
+    /* A busy heap with nothing on its delayed list asks for no pass of
+     * its own: passes that run anyway notice when it goes quiet (with a
+     * wake-up per gap for every busy heap, larson_10k's passes doubled
+     * and it ran 9 % slower per CPU second). */
+    if (d == 0) return false;
   }
   *again = h->idle_ms + (heap_idle_gap() << h->idle_shift);
   return now >= *again;
