@@ -569,8 +569,9 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
  * collector takes, from an idle heap, each listed slab all of whose
  * blocks in use are on its thread_free list: none is live, so no fast
  * free of the owner can touch it (the last one's store of the count is a
- * release: front.h), and the owner's slow paths, which move slabs between
- * the lists, are kept out by the hand-shake (heap.h, owner_busy). The
+ * release: slab_used_dec_release, superslab.h), and the owner's slow
+ * paths, which move slabs between the lists, are kept out by the
+ * hand-shake (heap.h, owner_busy). The
  * slab goes back to its superslab, due a purge delay after the thread
  * went idle, as the delayed list's slabs do. */
 
@@ -601,7 +602,14 @@ static void heap_unclaim(heap_t *h) { atomic_store_explicit(&h->claimed, 0, memo
  * released; sets h->lists_waiting when slabs there hold some, not all, of
  * their blocks in use on thread_free. */
 static unsigned heap_collect_lists(heap_t *h, uint64_t idle_since) {
-  if (h->batch != NULL || !heap_claim(h)) {
+  if (h->batch != NULL) {
+    /* Profiling: the batches stand between the heap and its slabs; not
+     * again until the thread refills. */
+    atomic_store_explicit(&h->lists_waiting, false, memory_order_relaxed);
+    atomic_store_explicit(&h->lists_tick, h->idle_tick, memory_order_relaxed);
+    return 0;
+  }
+  if (!heap_claim(h)) {
     HAK_STAT_NOW(ST_IDLE_BUSY, 1);
     atomic_store_explicit(&h->lists_waiting, true, memory_order_relaxed); /* look again later */
     return 0;
