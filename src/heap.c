@@ -734,7 +734,7 @@ static void *heap_prof_sample(unsigned cls) {
 /* zeroed: NULL for malloc; for calloc, set when the block returned is
  * known to be zero (heap_take_clean). align: what a borrowed block must be
  * aligned to (heap_borrow). */
-static HAK_NOINLINE void *heap_refill_as(heap_t *h, unsigned cls, heap_oom_fn oom, bool *zeroed, uintptr_t align) {
+HAK_INLINE void *heap_refill_in(heap_t *h, unsigned cls, heap_oom_fn oom, bool *zeroed, uintptr_t align) {
   heap_maintain(h);
   if (h->batch != NULL) {
     slab_t *sh = &h->batch[cls];
@@ -802,6 +802,16 @@ static HAK_NOINLINE void *heap_refill_as(heap_t *h, unsigned cls, heap_oom_fn oo
   return b;
 }
 
+/* The refill runs in one of the owner's sections (heap_owner_enter): it
+ * is here, in a function that has a frame already, so that its callers
+ * on the malloc and calloc paths can jump to it. */
+static HAK_NOINLINE void *heap_refill_as(heap_t *h, unsigned cls, heap_oom_fn oom, bool *zeroed, uintptr_t align) {
+  heap_owner_enter(h);
+  void *p = heap_refill_in(h, cls, oom, zeroed, align);
+  heap_owner_exit(h);
+  return p;
+}
+
 /* Profiling: our pending remote frees (those of sampled blocks among
  * them) are published, as at every allocation slow path (remote.h), then
  * the batch's refill. */
@@ -828,10 +838,7 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
   slab_t *s = h->front[cls];
   block_t *b = s->free;
   if (b != NULL && slab_can_pop(s, b)) return slab_pop(s, b);
-  heap_owner_enter(h);
-  void *p = heap_refill_as(h, cls, NULL, zeroed, 1);
-  heap_owner_exit(h);
-  return p;
+  return heap_refill_as(h, cls, NULL, zeroed, 1);
 #endif
 }
 
@@ -842,12 +849,9 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t alig
    * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
    * the pace of the slabs' refills, as without the profiler, not the
    * batches' (which never borrow, so align does not matter there). */
+  if (HAK_LIKELY(h->batch == NULL)) return heap_refill_as(h, cls, oom, NULL, align);
   heap_owner_enter(h);
-  void *p;
-  if (h->batch != NULL)
-    p = HAK_UNLIKELY(h->rcache.frees != 0) ? heap_batch_settle(h, cls, oom) : heap_batch_refill(h, cls, oom);
-  else
-    p = heap_refill_as(h, cls, oom, NULL, align);
+  void *p = HAK_UNLIKELY(h->rcache.frees != 0) ? heap_batch_settle(h, cls, oom) : heap_batch_refill(h, cls, oom);
   heap_owner_exit(h);
   return p;
 }

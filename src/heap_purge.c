@@ -576,6 +576,9 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
  * went idle, as the delayed list's slabs do. */
 
 void heap_owner_wait(heap_t *h) {
+  /* Nested: the open section already keeps the collector out (its claim
+   * fails, and is withdrawn). */
+  if (atomic_load_explicit(&h->owner_busy, memory_order_relaxed) != 1) return;
   for (;;) {
     atomic_store_explicit(&h->owner_busy, 0, memory_order_release);
     /* The collector holds the lock while it has the lists. */
