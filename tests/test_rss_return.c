@@ -2,7 +2,7 @@
  * test_rss_return.c — freed memory goes back to the OS by itself.
  *
  *   test_rss_return [PART] [--gib=N] [--rounds=N]
- *   parts: small mixed remote idle lists sleepers phases   (default: all)
+ *   parts: small mixed remote idle lists sleepers donate phases   (default: all)
  *
  * small   allocate 1 GiB in 64-byte blocks (an intrusive list: no side table),
  *         free them all, sleep idle_ms() (3 x HAKMEM_PURGE_DELAY_MS), then poll VmRSS (up to
@@ -31,6 +31,11 @@
  *         class held its carved pages (up to 64 KiB a small class, 512
  *         KiB a medium one) until the thread's next call or exit: 11 MiB
  *         for the 16 threads here, before heap_park.
+ * donate  the idle main thread's 64 MiB freed by another thread: once
+ *         the collector took them back, at least 8 of its superslabs are
+ *         on the abandoned list (no thread exited), and a new thread that
+ *         allocates 64 MiB maps at most 32 MiB more (it adopts them);
+ *         CTest runs it with HAKMEM_PURGE_DELAY_MS=2000.
  * phases  alternating workload (small-block phase, medium-block phase,
  *         large-block phase, each followed by an idle 3 x delay) for several
  *         rounds (256 MiB per phase by default): RSS after each phase is
@@ -230,6 +235,62 @@ static void part_idle(void) { idle_run("idle", g_bytes, 16 * MiB); }
  * stayed until the owner's next refill of their class (+6.1 MiB). */
 static void part_lists(void) { idle_run("lists", 64 * MiB, 3 * MiB); }
 
+/* donate: the main thread's 64 MiB of 16 B..1 KiB blocks, freed by
+ * another thread while main sleeps, go back to their superslabs (the
+ * idle-heap collector, as in idle and lists), and the superslabs that
+ * leaves wholly free go to the abandoned list warm (heap_donate_free), no
+ * thread having exited; a thread that then allocates 64 MiB adopts them
+ * instead of mapping new ones. Run with a 2 s purge delay (CTest) so that
+ * nothing decays meanwhile: before, the free slabs stayed in the sleeping
+ * heap, and the new thread mapped 64 MiB beside them. */
+static size_t ctl_stat(const char *name)
+{
+  size_t v = 0, len = sizeof v;
+  CHECK(hak_ctl(name, &v, &len, NULL, 0) == 0, "hak_ctl(%s)", name);
+  return v;
+}
+
+static node_t *donate_list;
+static size_t donate_n;
+static void *donate_alloc(void *arg)
+{
+  (void)arg;
+  donate_list = alloc_list(64 * MiB, 16, 1024, 6, &donate_n);
+  return NULL;
+}
+
+static void part_donate(void)
+{
+  size_t n, abandoned0 = ctl_stat("stats.superslabs_abandoned");
+  idle_list = alloc_list(64 * MiB, 16, 1024, 5, &n);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, idle_free, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  /* Main only sleeps (no CPU time: the collector's test of an idle
+   * thread) until its superslabs are given away; each look costs a
+   * little CPU, so the looks are a purge delay apart. */
+  size_t abandoned = abandoned0;
+  for (unsigned waited = 0; abandoned < abandoned0 + 8 && waited < 30000; waited += delay_ms()) {
+    sleep_ms(delay_ms());
+    abandoned = ctl_stat("stats.superslabs_abandoned");
+  }
+  size_t mapped = ctl_stat("stats.mapped_bytes");
+  CHECK(pthread_create(&t, NULL, donate_alloc, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL); /* its superslabs are abandoned again at its exit */
+  size_t grown = ctl_stat("stats.mapped_bytes") - mapped;
+  int ok = abandoned >= abandoned0 + 8 && grown <= 32 * MiB;
+  printf("donate: %zu blocks of the idle main thread freed by another thread: %zu superslabs given away "
+         "(no thread exited); a new thread's %zu blocks (64 MiB) mapped %.1f MiB more  %s\n",
+         n, abandoned - abandoned0, donate_n, mib(grown), ok ? "ok" : "FAIL");
+  fflush(stdout);
+  if (!ok) {
+    fprintf(stderr, "FAIL donate: %zu superslabs abandoned (want >= 8), %.1f MiB mapped (want <= 32)\n",
+            abandoned - abandoned0, mib(grown));
+    fails++;
+  }
+  node_list_free(donate_list);
+}
+
 #define SLEEPERS 16
 #define SLEEPER_BLOCKS 600 /* of each size: every class's current slab carves to its end */
 static pthread_barrier_t sleep_bar;
@@ -350,6 +411,7 @@ int main(int argc, char **argv)
   fflush(stdout);
   static const struct { const char *name; void (*fn)(void); } parts[] = {
       {"small", part_small}, {"mixed", part_mixed}, {"remote", part_remote}, {"idle", part_idle}, {"lists", part_lists}, {"sleepers", part_sleepers},
+      {"donate", part_donate},
       {"phases", part_phases}};
   int ran = 0;
   for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
