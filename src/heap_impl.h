@@ -58,7 +58,7 @@ HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
  * was made for). An owner that finds the lists claimed waits for the
  * collector, which holds h->lock while it works (heap_owner_wait, which
  * also tells a nested section, which need not wait, from the outermost).
- * On x86 (HAK_SLAB_USED_TSO, superslab.h) the count is one add or
+ * On x86 (HAK_TSO, internal.h) the count is one add or
  * subtract in memory, not locked: only the owner writes it, the
  * collector only reads it, and every store is a release there. The
  * portable form (a load and a store) cost medium-class refills, which
@@ -66,7 +66,7 @@ HAK_INLINE slab_t *heap_list_pop(heap_t *h, unsigned l, unsigned cls) {
  * on mid_large_1t (39.3 -> 40.3). */
 void heap_owner_wait(heap_t *h) HAK_COLD;
 HAK_INLINE void heap_owner_enter(heap_t *h) {
-#if defined(HAK_SLAB_USED_TSO) && HAK_SLAB_USED_TSO
+#if HAK_TSO
   __asm__ volatile("addl $1, %0" : "+m"(*(uint32_t *)&h->owner_busy) : : "memory");
 #else
   uint32_t d = atomic_load_explicit(&h->owner_busy, memory_order_relaxed);
@@ -76,7 +76,7 @@ HAK_INLINE void heap_owner_enter(heap_t *h) {
   if (HAK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire) != 0)) heap_owner_wait(h);
 }
 HAK_INLINE void heap_owner_exit(heap_t *h) {
-#if defined(HAK_SLAB_USED_TSO) && HAK_SLAB_USED_TSO
+#if HAK_TSO
   __asm__ volatile("subl $1, %0" : "+m"(*(uint32_t *)&h->owner_busy) : : "memory");
 #else
   uint32_t d = atomic_load_explicit(&h->owner_busy, memory_order_relaxed);
@@ -162,9 +162,9 @@ void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due);
  * h->lock. Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force);
 /* self (locked by the caller) is about to map a new superslab: every
- * heap's free slabs idle for a quarter of the purge delay are decommitted
- * now (other heaps only if their lock is free; never skip). The schedule
- * is left alone. Returns the bytes decommitted. */
+ * other heap's free slabs (only if its lock is free; never skip's) and
+ * self's idle for a quarter of the purge delay are decommitted now. The
+ * schedule is left alone. Returns the bytes decommitted. */
 size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now);
 /* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
  * free a purge delay ago too (a pass looks at them at most once a delay),

@@ -334,20 +334,10 @@ HAK_INLINE size_t ss_slab_room(const superslab_t *ss, unsigned idx) {
  * x86 every store is a release already, so a compiler barrier keeps the
  * one-instruction decrement in memory (an atomic store took random mixed
  * from 111.7 to 114.7 M instructions: load, subtract, store and test);
- * elsewhere, and under ThreadSanitizer (which knows no TSO), the atomic
- * store. Returns the new count. */
-#if defined(__SANITIZE_THREAD__)
-#define HAK_SLAB_USED_TSO 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HAK_SLAB_USED_TSO 0
-#endif
-#endif
-#if !defined(HAK_SLAB_USED_TSO) && defined(__x86_64__)
-#define HAK_SLAB_USED_TSO 1
-#endif
+ * elsewhere, and under ThreadSanitizer, the atomic store (HAK_TSO,
+ * internal.h). Returns the new count. */
 HAK_INLINE uint16_t slab_used_dec_release(slab_t *s) {
-#if defined(HAK_SLAB_USED_TSO) && HAK_SLAB_USED_TSO
+#if HAK_TSO
   atomic_signal_fence(memory_order_release);
   return --s->used;
 #else
