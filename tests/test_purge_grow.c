@@ -1,17 +1,20 @@
 /*
- * test_purge_grow.c — a heap about to map a new superslab first decommits
- * the free slabs that every heap has left idle for a quarter of the purge
- * delay (issue 18: free slabs; heap_purge.c's heap_purge_grow, called by
- * heap.c before a new superslab).
+ * test_purge_grow.c [WAIT_MS] — a heap about to map a new superslab first
+ * decommits the free slabs of every other heap (issue 18: free slabs;
+ * heap_purge.c's heap_purge_grow, called by heap.c before a new
+ * superslab).
  *
  * Run with HAKMEM_PURGE_DELAY_MS=400 and HAKMEM_BACKGROUND_THREAD=0: by
  * time alone nothing goes back while the test looks.
  * 1. A thread writes 8 MiB of 1 KiB blocks and frees them all: its heap
  *    holds 8 MiB of free slabs, resident. It stays alive (blocked), so
  *    nobody adopts them, and it makes no call that would purge them.
- * 2. After 150 ms the main thread writes 8 MiB of 1 KiB blocks: its heap
- *    has no superslab and maps new ones. RSS may grow by less than 4 MiB;
- *    before, by the whole 8 MiB.
+ * 2. After WAIT_MS (default 150) the main thread (whose heap mapped its
+ *    first superslab 150 ms before step 1) writes 8 MiB of 1 KiB
+ *    blocks: its heap has no superslab and maps new ones. RSS may grow by
+ *    less than 4 MiB; before f5c6653, by the whole 8 MiB. With WAIT_MS 0
+ *    the other heap's slabs are not a quarter of the delay old, which
+ *    the allocator until 428e750 waited for.
  * Every new block reads back its pattern. Every figure is printed, on
  * success too.
  */
@@ -53,8 +56,15 @@ static void *owner(void *arg)
   return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+  long wait_ms = argc > 1 ? atol(argv[1]) : 150;
+  /* This thread's heap maps its first superslab now, and may purge at its
+   * next growth only a quarter of the delay later: that is over before
+   * the other thread frees. */
+  void *first = malloc(64);
+  struct timespec q = {0, 150 * 1000000L};
+  nanosleep(&q, NULL);
   pthread_t t;
   if (pthread_create(&t, NULL, owner, NULL) != 0) {
     fprintf(stderr, "FAIL: pthread_create\n");
@@ -63,7 +73,7 @@ int main(void)
   pthread_mutex_lock(&mu);
   while (stage != 1) pthread_cond_wait(&cv, &mu);
   pthread_mutex_unlock(&mu);
-  struct timespec ts = {0, 150 * 1000000L};
+  struct timespec ts = {wait_ms / 1000, (wait_ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 
   size_t r0 = tu_rss_bytes();
@@ -86,12 +96,13 @@ int main(void)
   pthread_join(t, NULL);
 
   size_t grew = r1 > r0 ? r1 - r0 : 0, limit = 4 * MiB;
-  printf("another thread's 8 MiB of free slabs idle 150 ms; 8 MiB written here: RSS %zu -> %zu KiB "
+  printf("another thread's 8 MiB of free slabs idle %ld ms; 8 MiB written here: RSS %zu -> %zu KiB "
          "(+%zu KiB, limit %zu); %d blocks damaged\n",
-         r0 >> 10, r1 >> 10, grew >> 10, limit >> 10, bad);
+         wait_ms, r0 >> 10, r1 >> 10, grew >> 10, limit >> 10, bad);
   int fail = 0;
   fail |= tu_fail_if(grew >= limit, "new superslabs were mapped while the other heap's idle free slabs stayed resident");
   fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   for (size_t i = 0; i < NBLK; i++) free(blk[i]);
+  free(first);
   return fail;
 }
