@@ -113,6 +113,7 @@ SUITE_FULL=(
   "real_redis||real/run_real.sh redis 200000"
   "real_ruby||real/run_real.sh ruby 1"
   "real_sort||real/run_real.sh sort 1500000 16 100M"
+  "real_jq||real/run_real.sh jq 200000"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -165,6 +166,7 @@ SUITE_QUICK=(
   "real_redis||real/run_real.sh redis 60000"
   "real_ruby||real/run_real.sh ruby 1"
   "real_sort||real/run_real.sh sort 1500000 16 100M"
+  "real_jq||real/run_real.sh jq 200000"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

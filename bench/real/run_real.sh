@@ -8,6 +8,8 @@
 #                           N requests per test (7 tests, 8 clients, pipeline 16)
 #   run_real.sh ruby N      ruby --disable-gems gc_phases.rb N (rounds of phases)
 #   run_real.sh sort N T M  LC_ALL=C sort --parallel=T -S M on N lines (gen_words.awk)
+#   run_real.sh jq N        jq building an array of N objects from a JSON array of N
+#                           (gen_json.awk)
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -28,7 +30,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort|jq ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -192,7 +194,20 @@ case $ROW in
     warm env LC_ALL=C sort --parallel="$T" -S "$M" "$IN"
     run_measured env LC_ALL=C sort --parallel="$T" -S "$M" "$IN"
     fail_if_rc ;;
-  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort)" ;;
+  jq)
+    # jq holds the parsed document and the new array at once: hundreds of
+    # thousands of objects of one size (392 B) and arrays of another (272 B),
+    # so a size class's rounding shows directly in the peak
+    N=${1:-200000}
+    command -v jq >/dev/null 2>&1 || missing jq
+    IN=$CACHE/jq-$N-$(cksum <"$HERE/gen_json.awk" | cut -d' ' -f1).json
+    cached_gen "$IN" awk -v n="$N" -f "$HERE/gen_json.awk"
+    OPS=$N; UNIT=objects
+    warm jq -c 'length' "$IN"
+    run_measured jq -c '[.[] | {a: ., n: (.s | length)}] | length' "$IN"
+    fail_if_rc
+    [ "$(cat "$WORK/out")" = "$N" ] || die "jq printed $(head -c 80 "$WORK/out"), want $N" ;;
+  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort, jq)" ;;
 esac
 
 # what the processes said about their malloc
