@@ -81,7 +81,7 @@
 #define HAK_BIG_AREA_OFFSET   ((size_t)1 << 20)
 #define HAK_MAX_SLABS         64
 
-#define HAK_NCLASS        68            /* 16 B .. 1 MiB (hakmem.h's HAK_STATS_CLASSES is the limit) */
+#define HAK_NCLASS        72            /* 16 B .. 1 MiB (hakmem.h's HAK_STATS_CLASSES is the limit) */
 #define HAK_SMALL_MAX     ((size_t)1 << 20) /* largest size class; above: large.c */
 #define HAK_SLAB_ALIGN_MAX ((size_t)1 << 20) /* alignments served by size classes */
 /* Sizes served by the per-thread direct table: up to the 17/16 class above

@@ -22,7 +22,7 @@ static unsigned sc_fill_sizes(void) {
   for (uint32_t sz = 16; sz <= 128; sz += 16) sc_put(&n, sz);
   for (uint32_t p = 128; p < HAK_SMALL_MAX; p *= 2) {
     if (p >= 512 && p <= 4096) sc_put(&n, p + p / 16); /* a power of two and a header */
-    for (uint32_t k = 1, steps = p == 4096 ? 8 : 4; k <= steps; k++) sc_put(&n, p + p / steps * k);
+    for (uint32_t k = 1, steps = p == 256 ? 8 : p == 4096 ? 8 : 4; k <= steps; k++) sc_put(&n, p + p / steps * k);
   }
   return n;
 }

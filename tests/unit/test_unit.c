@@ -77,7 +77,7 @@ static void part_sizeclass(void)
     if (n > 128) {
       double w = (double)(sc_size[c] - n) / sc_size[c];
       if (w > worst) worst = w, worst_n = n;
-      double limit = n == 129 ? 0.25 : n > 4096 && n <= 8192 ? 0.12 : 0.2;
+      double limit = n == 129 ? 0.25 : (n > 4096 && n <= 8192) || (n > 256 && n <= 512) ? 0.12 : 0.2;
       CHECK(w <= limit, "waste of %zu B in class %u (%u B): %.1f %%", n, c, sc_size[c], 100 * w);
     }
   }
