@@ -21,7 +21,9 @@ static unsigned sc_fill_sizes(void) {
   unsigned n = 0;
   for (uint32_t sz = 16; sz <= 128; sz += 16) sc_put(&n, sz);
   for (uint32_t p = 128; p < HAK_SMALL_MAX; p *= 2) {
-    if (p >= 512 && p <= 4096) sc_put(&n, p + p / 16); /* a power of two and a header */
+    /* a power of two and a header; 4 KiB's header room is 320 B, not 256:
+     * sqlite's page cache entry (a 4 KiB page and its 272 B of headers) */
+    if (p >= 512 && p <= 4096) sc_put(&n, p + p / 16 + (p == 4096 ? 64 : 0));
     for (uint32_t k = 1, steps = p == 256 ? 8 : p == 4096 ? 8 : 4; k <= steps; k++) sc_put(&n, p + p / steps * k);
   }
   return n;
