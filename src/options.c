@@ -80,6 +80,10 @@ static const char *opt_unset(const opt_desc_t *d) { return (const char *)&opt_st
 static const char *opt_help(const opt_desc_t *d) { return (const char *)&opt_helps + d->help; }
 
 /* The value of d in the snapshot o (opt or opt_defaults). */
+/* String options (paths): each at most OPT_STR_MAX - 1 bytes, copied into
+ * one pool that holds the longest value of every one of them. */
+#define OPT_STR_MAX 4096u
+#define OPT_STR_POOL (2u * OPT_STR_MAX)
 static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
 
 /* The few words start-up reads besides the table, as named objects: every
@@ -185,13 +189,21 @@ static bool opt_parse(const opt_desc_t *d, const char *v) {
       *(size_t *)t = (size_t)x;
       return true;
     case OPT_CHOICE: return parse_choice(v, opt_choices(d), (int *)t);
-    case OPT_STR:
-      if (*v == 0) return false;
-      /* environ's strings live as long as the process unless the program
-       * calls setenv on the same name: the documented limitation of every
-       * option read this way (opt never copies, it must not allocate). */
-      *(const char **)t = v;
+    case OPT_STR: {
+      /* Copied, not pointed at: a program that sets its process title
+       * (redis, nginx, postgres: setproctitle) writes the title over the
+       * environment's strings, and HAKMEM_STATS_FILE then named no file
+       * (redis never got a periodic report). A static pool, since this
+       * runs inside the first malloc. */
+      static char pool[OPT_STR_POOL] HAK_BSS_BIG;
+      static size_t used;
+      size_t len = strlen(v);
+      if (len == 0 || len >= OPT_STR_MAX || len + 1 > sizeof pool - used) return false;
+      char *copy = memcpy(pool + used, v, len + 1);
+      used += len + 1;
+      *(const char **)t = copy;
       return true;
+    }
   }
   return false;
 }
@@ -245,7 +257,7 @@ static HAK_TEXT_COLD const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
     case OPT_CHOICE: return opt_choices(d);
-    case OPT_STR: return "a non-empty path";
+    case OPT_STR: return "a non-empty path of at most 4095 bytes";
     case OPT_UINT:
     case OPT_SIZE: {
       char *p = buf;
@@ -403,7 +415,9 @@ HAK_TEXT_COLD size_t options_doc(char *buf, size_t cap) {
       "(`build/tools/hakmem_options_doc > docs/options.md`; a test fails when this page is stale).\n\n"
       "Every option is an environment variable read once, when the process makes its first "
       "allocation; nothing reads the environment afterwards and no hot path reads options. "
-      "Booleans accept 1/0, true/false, on/off, yes/no; sizes accept K, M and G suffixes. "
+      "Booleans accept 1/0, true/false, on/off, yes/no; sizes accept K, M and G suffixes; "
+      "paths are copied (at most 4095 bytes), so a program that later writes its process "
+      "title over the environment (setproctitle) does not change them. "
       "An invalid or out-of-range value is reported once on stderr "
       "(`hakmem: HAKMEM_X=...: expected ...; using default ...`) and ignored. "
       "Every option can be read at run time as `opt.<field>` with `hak_ctl` (docs/ctl.md); "

@@ -4,6 +4,9 @@
  *   periodic_site sleep MS        allocate, then sleep MS milliseconds
  *   periodic_site signal N        raise SIGUSR1 N times, 200 ms apart
  *   periodic_site churn MIB       allocate and free MIB MiB in 4 KiB blocks
+ *   periodic_site title MS        overwrite every environment string with
+ *                                 'x' (what setproctitle does in redis, nginx,
+ *                                 postgres), then sleep MS milliseconds
  */
 #include <dirent.h>
 #include <signal.h>
@@ -11,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+extern char **environ;
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -30,6 +35,9 @@ int main(int argc, char **argv) {
     if (d) closedir(d);
     printf("%d\n", n);
   } else if (strcmp(argv[1], "sleep") == 0) {
+    sleep_ms(arg);
+  } else if (strcmp(argv[1], "title") == 0) {
+    for (char **e = environ; *e != NULL; e++) memset(*e, 'x', strlen(*e));
     sleep_ms(arg);
   } else if (strcmp(argv[1], "signal") == 0) {
     for (long i = 0; i < arg; i++) {

@@ -2,7 +2,8 @@
 # The periodic and on-demand outputs (docs/stats.md, docs/profiling.md):
 # the report thread exists only when asked for; HAKMEM_STATS_INTERVAL_MS
 # appends a report every T ms, HAKMEM_STATS_SIGNAL=usr1 one per signal;
-# HAKMEM_PROF_INTERVAL_BYTES and _MS write numbered PATH.NNNN.heap files.
+# HAKMEM_PROF_INTERVAL_BYTES and _MS write numbered PATH.NNNN.heap files;
+# string options survive a program overwriting its environment.
 # Counts are checked within ranges that allow a loaded machine's delays.
 # Usage: test_periodic.sh PERIODIC_SITE_BINARY
 set -euo pipefail
@@ -27,6 +28,14 @@ echo "interval: $r reports in 1 s at 100 ms"
 between "$r" 3 11 || fail "expected ~10 interval reports, got $r"
 f=$(grep -c '^stats\.mapped_bytes [0-9][0-9]*$' "$tmp/int.txt" || true)
 [ "$f" = "$r" ] || fail "each report must end with its stats.<field> lines ($f of $r)"
+
+# 2b. The options outlive the environment's strings: a program that writes
+#     its process title over them (setproctitle) still gets its reports
+#     (HAKMEM_STATS_FILE used to point into the overwritten strings).
+HAKMEM_STATS_INTERVAL_MS=100 HAKMEM_STATS_FILE="$tmp/title.txt" "$bin" title 600
+r=$(reports "$tmp/title.txt")
+echo "after the environment was overwritten: $r reports in 0.6 s at 100 ms"
+between "$r" 1 7 || fail "expected ~6 reports in $tmp/title.txt after the environment was overwritten, got $r"
 
 # 3. On a signal: exactly one report per signal, none otherwise.
 HAKMEM_STATS_SIGNAL=usr1 HAKMEM_STATS_FILE="$tmp/sig.txt" "$bin" signal 3
