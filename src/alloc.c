@@ -386,7 +386,11 @@ void *alloc_realloc(void *p, size_t size) {
   /* Growing a slab block: at least a quarter more than it had, so a
    * buffer grown by small steps moves (and is copied) a bounded number of
    * times per doubling even where classes are 16 bytes apart (the
-   * hysteresis tcmalloc's realloc uses too). */
+   * hysteresis tcmalloc's realloc uses too); but never past the class
+   * after the one the size needs. A quarter more than a 7 KiB block is
+   * 8.75 KiB, a 10 KiB block: redis's list nodes (listpacks grown 204 B
+   * at a time up to 8 KiB) ended there, 4801 of them, 47 of its 84 MiB
+   * (peak RSS 95.8 MiB against glibc's 87.2); the class after is 8 KiB. */
   size_t want = size;
   void *n = NULL;
   if (size > old && opt.realloc_arena != 0 && size >= opt.realloc_arena && size <= ALLOC_REALLOC_ARENA_MAX) {
@@ -401,7 +405,9 @@ void *alloc_realloc(void *p, size_t size) {
     n = large_alloc(size + size / 4, HAK_MIN_ALIGN, NULL);
     if (HAK_UNLIKELY(opt.prof) && n != NULL) prof_alloc(n, size + size / 4);
   } else if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old + old / 4 <= HAK_SMALL_MAX) {
+    unsigned next = sc_of(size) + 1;
     want = old + old / 4;
+    if (next < HAK_NCLASS && want > sc_size[next]) want = sc_size[next];
   }
   if (n == NULL) n = front_malloc(want);
   if (n == NULL && want != size) n = front_malloc(size);
