@@ -355,6 +355,8 @@ size_t alloc_usable_size(const void *p) {
 /* Growth to REALLOC_ARENA .. this many bytes goes to an arena with room;
  * above, to the size asked for (large.c keeps arena blocks up to 32 MiB). */
 #define ALLOC_REALLOC_ARENA_MAX ((size_t)16 << 20)
+/* Slab blocks below this grow by at least a quarter (alloc_realloc). */
+#define ALLOC_GROW_ROOM_MAX ((size_t)1024)
 
 void *alloc_realloc(void *p, size_t size) {
   if (p == NULL) return front_malloc(size);
@@ -383,14 +385,15 @@ void *alloc_realloc(void *p, size_t size) {
     old = large_usable_size(p, v);
     if (old == 0) return NULL; /* invalid, already reported */
   }
-  /* Growing a slab block: at least a quarter more than it had, so a
-   * buffer grown by small steps moves (and is copied) a bounded number of
-   * times per doubling even where classes are 16 bytes apart (the
-   * hysteresis tcmalloc's realloc uses too); but never past the class
-   * after the one the size needs. A quarter more than a 7 KiB block is
-   * 8.75 KiB, a 10 KiB block: redis's list nodes (listpacks grown 204 B
-   * at a time up to 8 KiB) ended there, 4801 of them, 47 of its 84 MiB
-   * (peak RSS 95.8 MiB against glibc's 87.2); the class after is 8 KiB. */
+  /* Growing a slab block of less than 1 KiB: at least a quarter more
+   * than it had, so a buffer grown by small steps moves (and is copied) a
+   * bounded number of times per doubling where classes are 16 bytes apart
+   * (the hysteresis tcmalloc's realloc uses too). From 1 KiB the classes
+   * are 1/8 to 1/4 apart, so each move already grows it that much, and the
+   * quarter's overshoot was the block the buffer ended in: a 7.5 KiB block
+   * plus a quarter is a 10 KiB block, where redis's list nodes (listpacks
+   * grown 204 B at a time up to 8167 B) ended, 4121..4801 of them, 40..47
+   * MiB of its 84 at its peak; past REALLOC_ARENA the arenas take over. */
   size_t want = size;
   void *n = NULL;
   if (size > old && opt.realloc_arena != 0 && size >= opt.realloc_arena && size <= ALLOC_REALLOC_ARENA_MAX) {
@@ -404,10 +407,8 @@ void *alloc_realloc(void *p, size_t size) {
      * reason. */
     n = large_alloc(size + size / 4, HAK_MIN_ALIGN, NULL);
     if (HAK_UNLIKELY(opt.prof) && n != NULL) prof_alloc(n, size + size / 4);
-  } else if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old + old / 4 <= HAK_SMALL_MAX) {
-    unsigned next = sc_of(size) + 1;
+  } else if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old < ALLOC_GROW_ROOM_MAX) {
     want = old + old / 4;
-    if (next < HAK_NCLASS && want > sc_size[next]) want = sc_size[next];
   }
   if (n == NULL) n = front_malloc(want);
   if (n == NULL && want != size) n = front_malloc(size);

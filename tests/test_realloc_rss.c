@@ -143,9 +143,9 @@ static void fragment(void)
 }
 
 /* 4. redis's list nodes: listpacks grown 204 B at a time from 6739 B up to
- * 8167 B. A quarter more room than a 7 KiB block is 8.75 KiB, which took a
- * 10 KiB block; growth keeps its quarter but stops at the class after the
- * one the size needs, so 8167 B ends in an 8 KiB block. The same for every
+ * 8167 B. A quarter more room than a 7.5 KiB block is 9.4 KiB, which took
+ * a 10 KiB block; from 1 KiB growth takes the class the size needs, so
+ * 8167 B ends in an 8 KiB block. The same for every
  * start size from 100 B to 12 KiB grown by eight 3 % steps (below
  * HAKMEM_REALLOC_ARENA's 16 KiB: past it, growth goes to the arenas' 64
  * KiB granules): the block never
