@@ -79,11 +79,15 @@ static const char *opt_choices(const opt_desc_t *d) { return (const char *)&opt_
 static const char *opt_unset(const opt_desc_t *d) { return (const char *)&opt_strs + d->unset; }
 static const char *opt_help(const opt_desc_t *d) { return (const char *)&opt_helps + d->help; }
 
+/* String options (paths): each at most OPT_STR_LEN_MAX bytes, copied into
+ * one pool that holds the longest value of both of them (options.h has
+ * two: STATS_FILE, PROF_FILE). */
+#define OPT_STR_LEN_MAX 4095
+#define OPT_STR_POOL (2 * (OPT_STR_LEN_MAX + 1))
+#define OPT_TEXT_(x) #x
+#define OPT_TEXT(x) OPT_TEXT_(x)
+
 /* The value of d in the snapshot o (opt or opt_defaults). */
-/* String options (paths): each at most OPT_STR_MAX - 1 bytes, copied into
- * one pool that holds the longest value of every one of them. */
-#define OPT_STR_MAX 4096u
-#define OPT_STR_POOL (2u * OPT_STR_MAX)
 static void *opt_at(const options_t *o, const opt_desc_t *d) { return (char *)o + d->off; }
 
 /* The few words start-up reads besides the table, as named objects: every
@@ -198,7 +202,7 @@ static bool opt_parse(const opt_desc_t *d, const char *v) {
       static char pool[OPT_STR_POOL] HAK_BSS_BIG;
       static size_t used;
       size_t len = strlen(v);
-      if (len == 0 || len >= OPT_STR_MAX || len + 1 > sizeof pool - used) return false;
+      if (len == 0 || len > OPT_STR_LEN_MAX || len + 1 > sizeof pool - used) return false;
       char *copy = memcpy(pool + used, v, len + 1);
       used += len + 1;
       *(const char **)t = copy;
@@ -257,7 +261,7 @@ static HAK_TEXT_COLD const char *opt_expect(const opt_desc_t *d, char *buf) {
   switch (d->kind) {
     case OPT_BOOL: return "a boolean (1/0/true/false/on/off/yes/no)";
     case OPT_CHOICE: return opt_choices(d);
-    case OPT_STR: return "a non-empty path of at most 4095 bytes";
+    case OPT_STR: return "a non-empty path of at most " OPT_TEXT(OPT_STR_LEN_MAX) " bytes";
     case OPT_UINT:
     case OPT_SIZE: {
       char *p = buf;
@@ -416,7 +420,7 @@ HAK_TEXT_COLD size_t options_doc(char *buf, size_t cap) {
       "Every option is an environment variable read once, when the process makes its first "
       "allocation; nothing reads the environment afterwards and no hot path reads options. "
       "Booleans accept 1/0, true/false, on/off, yes/no; sizes accept K, M and G suffixes; "
-      "paths are copied (at most 4095 bytes), so a program that later writes its process "
+      "paths are copied (at most " OPT_TEXT(OPT_STR_LEN_MAX) " bytes), so a program that later writes its process "
       "title over the environment (setproctitle) does not change them. "
       "An invalid or out-of-range value is reported once on stderr "
       "(`hakmem: HAKMEM_X=...: expected ...; using default ...`) and ignored. "
