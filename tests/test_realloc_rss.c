@@ -145,15 +145,14 @@ static void fragment(void)
 /* 4. redis's list nodes: listpacks grown 204 B at a time from 6739 B up to
  * 8167 B. A quarter more room than a 7.5 KiB block is 9.4 KiB, which took
  * a 10 KiB block; from 1 KiB growth takes the class the size needs, so
- * 8167 B ends in an 8 KiB block. The same for every
- * start size from 100 B to 12 KiB grown by eight 3 % steps (below
- * HAKMEM_REALLOC_ARENA's 16 KiB: past it, growth goes to the arenas' 64
- * KiB granules): the block never
- * ends more than 1.5 times the size asked for (the class after the next,
- * at four classes per power of two, is at most 1.56 times it). Run with
- * HAKMEM_BORROW_CLASSES=0 (its own ctest): a class with no free block may
- * hand out a larger class's, which says nothing of what realloc asked
- * for; not part of "all". */
+ * 8167 B ends in an 8 KiB block. And every start size from 100 B to 12 KiB
+ * grown by eight 3 % steps (below HAKMEM_REALLOC_ARENA's 16 KiB: past it,
+ * growth goes to the arenas' 64 KiB granules) ends in a block at most 1.5
+ * times the size asked for (the class after the next, at four classes per
+ * power of two, is at most 1.56 times it). Run with HAKMEM_BORROW_CLASSES=0
+ * (its own ctest): a class with no free block may hand out a larger
+ * class's, which says nothing of what realloc asked for; not part of
+ * "all". */
 static void room(void)
 {
   unsigned n = 2000 * scale;
