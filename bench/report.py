@@ -70,7 +70,7 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
                "thread_churn_16t", "thread_churn_64t", "rounds_16t"]
 # Real programs from Debian packages (bench/real/).
-REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq"]
+REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git"]
 
 
 def name_of(a):

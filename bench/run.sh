@@ -114,6 +114,7 @@ SUITE_FULL=(
   "real_ruby||real/run_real.sh ruby 1"
   "real_sort||real/run_real.sh sort 1500000 16 100M"
   "real_jq||real/run_real.sh jq 200000"
+  "real_git||real/run_real.sh git 400"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -167,6 +168,7 @@ SUITE_QUICK=(
   "real_ruby||real/run_real.sh ruby 1"
   "real_sort||real/run_real.sh sort 1500000 16 100M"
   "real_jq||real/run_real.sh jq 200000"
+  "real_git||real/run_real.sh git 400"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

@@ -10,6 +10,8 @@
 #   run_real.sh sort N T M  LC_ALL=C sort --parallel=T -S M on N lines (gen_words.awk)
 #   run_real.sh jq N        jq building an array of N objects from a JSON array of N
 #                           (gen_json.awk)
+#   run_real.sh git N       git log -p --stat over a generated history of N commits
+#                           (gen_git.awk through git fast-import, then repacked)
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -24,13 +26,14 @@
 # Exit status: 0 with a RESULT line; 3 when the program is not installed (the
 # harness then skips the row with a note); anything else is a failure.
 # It may call: the program itself, redis-cli/redis-benchmark (not preloaded),
-# cc (to build the probe), awk, coreutils.
+# cc (to build the probe), git (to build real_git's repository, not preloaded),
+# awk, coreutils.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort|jq ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort|jq|git ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -207,7 +210,27 @@ case $ROW in
     run_measured jq -c '[.[] | {a: ., n: (.s | length)}] | length' "$IN"
     fail_if_rc
     [ "$(cat "$WORK/out")" = "$N" ] || die "jq printed $(head -c 80 "$WORK/out"), want $N" ;;
-  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort, jq)" ;;
+  git)
+    # git inflates every blob of the history into a buffer of its size (4 to
+    # 300 KiB here, in every size between) and keeps a cache of delta bases:
+    # blocks of continuously varying sizes, each filled, most short-lived
+    N=${1:-400}
+    command -v git >/dev/null 2>&1 || missing git
+    genv=(env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null)
+    REPO=$CACHE/git-$N-$(cksum <"$HERE/gen_git.awk" | cut -d' ' -f1)
+    if [ ! -d "$REPO" ]; then
+      rm -rf "$REPO.$$"
+      { "${genv[@]}" git init -q "$REPO.$$" &&
+        awk -v n="$N" -f "$HERE/gen_git.awk" | "${genv[@]}" git -C "$REPO.$$" fast-import --quiet &&
+        "${genv[@]}" git -C "$REPO.$$" repack -a -d -f -q --depth=50 --window=10 &&
+        mv "$REPO.$$" "$REPO"; } || { rm -rf "$REPO.$$"; die "cannot generate $REPO"; }
+    fi
+    OPS=$N; UNIT=commits
+    warm "${genv[@]}" git -C "$REPO" log --oneline refs/heads/main
+    run_measured "${genv[@]}" git -C "$REPO" log -p --stat refs/heads/main
+    fail_if_rc
+    [ "$(grep -c '^commit ' "$WORK/out")" = "$N" ] || die "git log showed $(grep -c '^commit ' "$WORK/out") commits, want $N" ;;
+  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort, jq, git)" ;;
 esac
 
 # what the processes said about their malloc

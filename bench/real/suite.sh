@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # bench/real/suite.sh — sourced by bench/run.sh when real-program rows
-# (real_sqlite, real_python, real_gcc, real_redis, real_ruby, real_sort, real_jq: "real/run_real.sh ROW ...")
+# (real_sqlite, real_python, real_gcc, real_redis, real_ruby, real_sort, real_jq, real_git: "real/run_real.sh ROW ...")
 # are in the selected suite. Owns which Debian package each row needs:
 #   real_packages      adds the missing ones to run.sh's install list (pkgs)
 #   real_drop_missing  takes rows whose program is still missing out of SUITE,
@@ -16,6 +16,7 @@ real_needs() {
     redis) printf '%s\n' "redis-server redis-server" "redis-benchmark redis-tools" "redis-cli redis-tools" ;;
     ruby) echo "ruby ruby" ;;
     jq) echo "jq jq" ;;
+    git) echo "git git" ;;
   esac
   [ "$1" = gcc ] || echo "cc gcc"
 }
