@@ -99,7 +99,7 @@ HAK_API void hak_collect(int force);
   X(purged_bytes, "bytes given back to the kernel so far (madvise or munmap)")                  \
   X(mmap_calls, "mmap system calls made")                                                       \
   X(munmap_calls, "munmap system calls made")                                                   \
-  X(madvise_calls, "madvise system calls made")                                                 \
+  X(madvise_calls, "madvise and process_madvise calls made")                                    \
   X(mremap_calls, "mremap system calls made")                                                   \
   X(superslabs, "4 MiB superslabs live")                                                        \
   X(superslabs_abandoned, "live superslabs of exited threads, not yet adopted")                 \

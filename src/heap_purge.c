@@ -157,7 +157,7 @@ static void heap_cold_pages(uintptr_t start, uintptr_t end, uintptr_t *lo, uintp
   *hi = end & ~(uintptr_t)(page - 1);
 }
 
-static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
+static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force, os_batch_t *ob) {
   size_t total = 0;
   block_t *prev = NULL, *b = s->free;
   while (b != NULL && slab_holds(s, b)) { /* an overwritten link: the pop reports it */
@@ -171,10 +171,10 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force) {
       uintptr_t lo, hi;
       heap_cold_pages((uintptr_t)b, (uintptr_t)b + s->bsize, &lo, &hi);
       if (hi > lo) {
-        os_decommit((void *)lo, hi - lo);
+        os_batch_add(ob, (void *)lo, hi - lo);
         total += hi - lo;
       }
-      slab_cold_push(s, b, 1);
+      slab_cold_push(s, b, 1); /* its first words: not in the range */
     } else {
       ANN_FREE_WRITE(*tag, heap_cool_tag(b, epoch));
       prev = b;
@@ -263,8 +263,9 @@ static void heap_run_pages(const slab_t *s, unsigned i, unsigned j, uintptr_t *l
   heap_cold_pages((uintptr_t)s->area + (size_t)i * s->bsize, (uintptr_t)s->area + (size_t)j * s->bsize, lo, hi);
 }
 
-/* s's free blocks are the bits of freed. Returns the bytes decommitted. */
-static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
+/* s's free blocks are the bits of freed. Returns the bytes decommitted
+ * (added to ob: the caller flushes it before the heap allocates again). */
+static size_t heap_cool_runs(slab_t *s, const uint64_t *freed, os_batch_t *ob) {
   unsigned cap = s->capacity;
   size_t bs = s->bsize, words = (cap + 63u) / 64u;
   uint64_t cold[HEAP_RUN_BLOCKS_MAX / 64];
@@ -295,19 +296,19 @@ static size_t heap_cool_runs(slab_t *s, const uint64_t *freed) {
   size_t total = 0;
   for (unsigned i = 0, j; heap_run_next(cold, cap, &i, &j); i = j) {
     heap_run_pages(s, i, j, &lo, &hi);
-    os_decommit((void *)lo, hi - lo);
+    os_batch_add(ob, (void *)lo, hi - lo);
     total += hi - lo;
     slab_cold_push(s, (block_t *)(s->area + (size_t)i * bs), j - i);
   }
   return total;
 }
 
-static size_t heap_cool_batch(slab_t **v, unsigned k) {
+static size_t heap_cool_batch(slab_t **v, unsigned k, os_batch_t *ob) {
   heap_run_map_t freed[HEAP_RUN_BATCH]; /* 2 KiB */
   size_t total = 0;
   heap_run_walk(v, k, freed);
   for (unsigned j = 0; j < k; j++)
-    if (v[j] != NULL) total += heap_cool_runs(v[j], freed[j]);
+    if (v[j] != NULL) total += heap_cool_runs(v[j], freed[j], ob);
   return total;
 }
 
@@ -315,7 +316,7 @@ static size_t heap_cool_batch(slab_t **v, unsigned k) {
  * seen idle; once idle a purge delay with blocks freed since its last
  * cooling, into the batch (walked and cooled when it is full). */
 static void heap_cool_visit(slab_t *s, uint32_t now32, uint32_t idle_ms, bool force, slab_t **batch, unsigned *nb,
-                            size_t *total) {
+                            size_t *total, os_batch_t *ob) {
   if (s->cool_mark == 0) {
     s->cool_mark = now32;
     if (!force) return;
@@ -325,7 +326,7 @@ static void heap_cool_visit(slab_t *s, uint32_t now32, uint32_t idle_ms, bool fo
     s->cool_used = s->used;
     batch[(*nb)++] = s;
     if (*nb == HEAP_RUN_BATCH) {
-      *total += heap_cool_batch(batch, *nb);
+      *total += heap_cool_batch(batch, *nb, ob);
       *nb = 0;
     }
   }
@@ -335,6 +336,8 @@ static size_t heap_cool_as(heap_t *h, bool force, bool grow) {
   if (grow && h->batch != NULL) return 0; /* profiling: whether a class is active is the batches' */
   slab_t *batch[HEAP_RUN_BATCH];
   unsigned nb = 0;
+  os_batch_t ob; /* every range of the pass, given back at its end */
+  os_batch_init(&ob);
   uint64_t now = os_now_ms();
   uint32_t now32 = (uint32_t)now | 1u; /* 0 is a slab's "not seen" */
   /* The pass runs every 1/HEAP_COOL_STEPS of the purge delay; the big
@@ -353,9 +356,9 @@ static size_t heap_cool_as(heap_t *h, bool force, bool grow) {
     if (sc_size[c] < SLAB_RUN_COOL_MIN) continue;
     if (sc_size[c] >= SLAB_COOL_MIN) {
       if (!big) continue;
-      total += heap_cool_slab(h->cur[c], epoch, force); /* the empty sentinel's list is empty */
+      total += heap_cool_slab(h->cur[c], epoch, force, &ob); /* the empty sentinel's list is empty */
       for (unsigned l = 0; l < 2; l++)
-        for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force);
+        for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_cool_slab(s, epoch, force, &ob);
       continue;
     }
     /* A slab first seen on a list a purge delay ago has been there that
@@ -384,7 +387,7 @@ static size_t heap_cool_as(heap_t *h, bool force, bool grow) {
         cur->cool_sig = sig;
         cur->cool_mark = 0;
       }
-      heap_cool_visit(cur, now32, idle_ms, force, batch, &nb, &total);
+      heap_cool_visit(cur, now32, idle_ms, force, batch, &nb, &total, &ob);
     }
   lists:
     for (unsigned l = 0; l < 2; l++)
@@ -394,10 +397,12 @@ static size_t heap_cool_as(heap_t *h, bool force, bool grow) {
           keep = f < keep ? keep - f : 0;
           continue;
         }
-        heap_cool_visit(s, now32, idle_ms, force, batch, &nb, &total);
+        heap_cool_visit(s, now32, idle_ms, force, batch, &nb, &total, &ob);
       }
   }
-  return total + heap_cool_batch(batch, nb);
+  total += heap_cool_batch(batch, nb, &ob);
+  os_batch_flush(&ob);
+  return total;
 }
 
 size_t heap_cool(heap_t *h, bool force) { return heap_cool_as(h, force, false); }

@@ -228,6 +228,50 @@ void os_decommit(void *p, size_t size) {
   atomic_fetch_add_explicit(&os_stats.purged, size, memory_order_relaxed);
 }
 
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+#define OS_PIDFD_SELF_THREAD (-10000) /* linux/pidfd.h, Linux 6.15 */
+static int os_batch_syscall = 1; /* cleared at the kernel's first refusal */
+
+void os_batch_add(os_batch_t *b, void *p, size_t size) {
+  if (size == 0) return;
+  struct iovec *last = b->n ? &b->v[b->n - 1] : NULL;
+  if (last != NULL && (uint8_t *)last->iov_base + last->iov_len == (uint8_t *)p) {
+    last->iov_len += size;
+  } else {
+    if (b->n == OS_BATCH_MAX) os_batch_flush(b);
+    b->v[b->n].iov_base = p;
+    b->v[b->n].iov_len = size;
+    b->n++;
+  }
+  b->bytes += size;
+}
+
+void os_batch_flush(os_batch_t *b) {
+  unsigned n = b->n, done = 0;
+  if (n == 0) return;
+  int saved = errno;
+  size_t calls = 0;
+  if (n > 1 && __atomic_load_n(&os_batch_syscall, __ATOMIC_RELAXED)) {
+    long r = syscall(SYS_process_madvise, OS_PIDFD_SELF_THREAD, b->v, (size_t)n, MADV_DONTNEED, 0u);
+    calls++;
+    if (r >= 0) {
+      /* Bytes advised, in order: a range it stopped inside is advised
+       * again whole below (harmless: nothing writes to it meanwhile). */
+      size_t left = (size_t)r;
+      while (done < n && left >= b->v[done].iov_len) left -= b->v[done++].iov_len;
+    } else if (errno == EBADF || errno == EINVAL || errno == EPERM || errno == ENOSYS || errno == ESRCH) {
+      __atomic_store_n(&os_batch_syscall, 0, __ATOMIC_RELAXED);
+    }
+  }
+  for (; done < n; done++, calls++) madvise(b->v[done].iov_base, b->v[done].iov_len, MADV_DONTNEED);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.madvise_calls, calls, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_stats.purged, b->bytes, memory_order_relaxed);
+  os_batch_init(b);
+}
+
 bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   int saved = errno;
   void *r = mremap(p, old_size, new_size, 0);

@@ -4,7 +4,8 @@
  * which leaves the process's malloc to glibc) and compiled with src/ on the
  * include path, beside the black-box tests that only see the public API.
  *
- *   test_unit [PART]   parts: sizeclass blockstart remote decay (default: all)
+ *   test_unit [PART]   parts: sizeclass blockstart remote decay clock adopt batch
+ *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
  *             holds it (sc_of's three tables and its arithmetic agree with a
@@ -27,6 +28,13 @@
  *             collection reaches the page owners' purges — it purges bytes
  *             (decay_stats' forced_bytes grows) and leaves the heaps with
  *             less than 1 MiB idle.
+ * batch       os_batch_add / os_batch_flush: 150 ranges of 2 pages a page
+ *             apart and a run of adjacent ones (merged), more than one
+ *             batch holds: after the flush every page of a range reads
+ *             zero, every page between them keeps its bytes, the batch is
+ *             empty, the purged bytes grew by exactly the ranges' and the
+ *             madvise calls by at least 1 and at most one per range (one
+ *             per batch where the kernel takes process_madvise on itself).
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -277,6 +285,43 @@ static void part_clock(void)
   CHECK(ms >= (uint64_t)na / 1000000 / 2, "os_now_ms %llu", (unsigned long long)ms);
 }
 
+static void part_batch(void)
+{
+  size_t pg = os_page_size, npages = 3 * 150 + 8;
+  uint8_t *m = os_map(npages * pg);
+  CHECK(m != NULL, "os_map");
+  memset(m, 0xAB, npages * pg);
+  uint8_t want[3 * 150 + 8];
+  memset(want, 0xAB, sizeof want);
+  os_batch_t b;
+  os_batch_init(&b);
+  size_t calls0 = atomic_load(&os_stats.madvise_calls), purged0 = atomic_load(&os_stats.purged), bytes = 0;
+  unsigned ranges = 0;
+  for (size_t i = 0; i < 150; i++) { /* pages 3i, 3i+1 */
+    os_batch_add(&b, m + 3 * i * pg, 2 * pg);
+    want[3 * i] = want[3 * i + 1] = 0;
+    bytes += 2 * pg;
+    ranges++;
+  }
+  for (size_t i = 0; i < 8; i++) { /* 8 adjacent pages: one range */
+    os_batch_add(&b, m + (450 + i) * pg, pg);
+    want[450 + i] = 0;
+    bytes += pg;
+  }
+  ranges++;
+  os_batch_add(&b, m, 0); /* nothing */
+  os_batch_flush(&b);
+  CHECK(b.n == 0 && b.bytes == 0, "the batch is not empty after its flush (%u ranges)", b.n);
+  for (size_t p = 0; p < npages; p++)
+    for (size_t o = 0; o < pg; o += pg / 4)
+      CHECK(m[p * pg + o] == want[p], "page %zu offset %zu reads %#x, want %#x", p, o, m[p * pg + o], want[p]);
+  size_t calls = atomic_load(&os_stats.madvise_calls) - calls0, purged = atomic_load(&os_stats.purged) - purged0;
+  CHECK(purged == bytes, "purged grew by %zu, the ranges hold %zu", purged, bytes);
+  CHECK(calls >= 1 && calls <= ranges, "%zu madvise calls for %u ranges", calls, ranges);
+  printf("batch: %u ranges (%zu KiB) given back in %zu calls\n", ranges, bytes >> 10, calls);
+  os_unmap(m, npages * pg);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "all";
@@ -288,6 +333,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "decay")) part_decay(), ran++;
   if (all || !strcmp(part, "clock")) part_clock(), ran++;
   if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
+  if (all || !strcmp(part, "batch")) part_batch(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
