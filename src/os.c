@@ -245,30 +245,27 @@ void os_batch_add(os_batch_t *b, void *p, size_t size) {
     b->v[b->n].iov_len = size;
     b->n++;
   }
-  b->bytes += size;
 }
 
 void os_batch_flush(os_batch_t *b) {
   unsigned n = b->n, done = 0;
-  if (n == 0) return;
-  int saved = errno;
-  size_t calls = 0;
   if (n > 1 && __atomic_load_n(&os_batch_syscall, __ATOMIC_RELAXED)) {
+    int saved = errno;
     long r = syscall(SYS_process_madvise, OS_PIDFD_SELF_THREAD, b->v, (size_t)n, MADV_DONTNEED, 0u);
-    calls++;
-    if (r >= 0) {
-      /* Bytes advised, in order: a range it stopped inside is advised
-       * again whole below (harmless: nothing writes to it meanwhile). */
-      size_t left = (size_t)r;
-      while (done < n && left >= b->v[done].iov_len) left -= b->v[done++].iov_len;
-    } else if (errno == EBADF || errno == EINVAL || errno == EPERM || errno == ENOSYS || errno == ESRCH) {
+    if (r < 0 && (errno == EBADF || errno == EINVAL || errno == EPERM || errno == ENOSYS || errno == ESRCH))
       __atomic_store_n(&os_batch_syscall, 0, __ATOMIC_RELAXED);
+    errno = saved;
+    /* Bytes advised, in order: a range it stopped inside goes again whole
+     * below (harmless: nothing writes to it meanwhile). */
+    size_t left = r > 0 ? (size_t)r : 0, advised = 0;
+    for (; done < n && left >= b->v[done].iov_len; done++) {
+      left -= b->v[done].iov_len;
+      advised += b->v[done].iov_len;
     }
+    atomic_fetch_add_explicit(&os_stats.madvise_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&os_stats.purged, advised, memory_order_relaxed);
   }
-  for (; done < n; done++, calls++) madvise(b->v[done].iov_base, b->v[done].iov_len, MADV_DONTNEED);
-  errno = saved;
-  atomic_fetch_add_explicit(&os_stats.madvise_calls, calls, memory_order_relaxed);
-  atomic_fetch_add_explicit(&os_stats.purged, b->bytes, memory_order_relaxed);
+  for (; done < n; done++) os_decommit(b->v[done].iov_base, b->v[done].iov_len);
   os_batch_init(b);
 }
 

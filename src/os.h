@@ -56,13 +56,9 @@ void os_decommit(void *p, size_t size);
 #define OS_BATCH_MAX 64
 typedef struct os_batch {
   unsigned n;
-  size_t bytes;
   struct iovec v[OS_BATCH_MAX];
 } os_batch_t;
-HAK_INLINE void os_batch_init(os_batch_t *b) {
-  b->n = 0;
-  b->bytes = 0;
-}
+HAK_INLINE void os_batch_init(os_batch_t *b) { b->n = 0; }
 void os_batch_add(os_batch_t *b, void *p, size_t size);
 void os_batch_flush(os_batch_t *b);
 /* Resize a mapping without moving it. */
