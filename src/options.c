@@ -80,10 +80,13 @@ static const char *opt_unset(const opt_desc_t *d) { return (const char *)&opt_st
 static const char *opt_help(const opt_desc_t *d) { return (const char *)&opt_helps + d->help; }
 
 /* String options (paths): each at most OPT_STR_LEN_MAX bytes, copied into
- * one pool that holds the longest value of both of them (options.h has
- * two: STATS_FILE, PROF_FILE). */
+ * one pool that holds the longest value of every one of them. The count
+ * comes from the list, so a new STR row cannot outgrow the pool. */
 #define OPT_STR_LEN_MAX 4095
-#define OPT_STR_POOL (2 * (OPT_STR_LEN_MAX + 1))
+#define OPT_COUNT_STR_(NAME, field, KIND, ...) +(OPT_##KIND == OPT_STR)
+enum { OPT_N_STR = 0 OPTIONS_LIST(OPT_COUNT_STR_) };
+#undef OPT_COUNT_STR_
+#define OPT_STR_POOL (OPT_N_STR * (OPT_STR_LEN_MAX + 1))
 #define OPT_TEXT_(x) #x
 #define OPT_TEXT(x) OPT_TEXT_(x)
 
