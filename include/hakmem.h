@@ -189,7 +189,8 @@ HAK_API void hak_stats_print(FILE *out);
  * PATH.heap`), PATH.folded (one line per stack, "outer;...;inner bytes",
  * for flame-graph tools) and PATH.txt (top stacks by estimated live
  * bytes). path NULL: HAKMEM_PROF_FILE or hakmem-prof.PID. Returns 0, or -1
- * if profiling is off or PATH.heap cannot be written. */
+ * if profiling is off or PATH.heap cannot be written (errno ENAMETOOLONG if
+ * path is PATH_MAX bytes or longer). */
 HAK_API int hak_prof_dump(const char *path);
 
 /* Control and introspection by name, in the manner of jemalloc's mallctl

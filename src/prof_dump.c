@@ -15,7 +15,9 @@
 #include "prof_impl.h"
 #include "stats.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +30,22 @@
 static pthread_mutex_t prof_dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t prof_seq; /* NNNN of the next numbered dump */
 static uint64_t prof_next_dump_ms; /* the report thread's only */
+
+/* A file's path: the prefix (an option holds at most 4095 bytes) and the
+ * longest suffix (".NNNN.heap", ".folded"), whole, so a long prefix is
+ * never cut into another file's name; the kernel refuses past PATH_MAX. */
+#define PROF_PATH_CAP (PATH_MAX + 32)
+
+/* Reported once: an interval dump retries every interval. */
+static void prof_open_failed(const char *path) {
+  static _Atomic bool said;
+  if (atomic_exchange_explicit(&said, true, memory_order_relaxed)) return;
+  char msg[160];
+  snprintf(msg, sizeof msg, "hakmem: HAKMEM_PROF: cannot create a profile (errno %d) at ", errno);
+  os_write_err(msg);
+  os_write_err(path);
+  os_write_err("\n");
+}
 
 static void prof_on_signal(int sig) {
   (void)sig;
@@ -153,6 +171,7 @@ static bool prof_write_heap(const char *path) {
   if (agg == NULL) return false;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
+    prof_open_failed(path);
     os_unmap(agg, agg_bytes);
     return false;
   }
@@ -185,7 +204,7 @@ static bool prof_write_heap(const char *path) {
 
 /* false if PATH.heap could not be written (the other files follow it). */
 static bool prof_write_reports(const char *prefix, int leaks_fd) {
-  char path[4096], line[8192], name[512];
+  char path[PROF_PATH_CAP], line[8192], name[512];
   bool ok = true;
   if (prefix != NULL) {
     snprintf(path, sizeof path, "%s.heap", prefix);
@@ -252,17 +271,17 @@ static bool prof_write_reports(const char *prefix, int leaks_fd) {
   return ok;
 }
 
-static void prof_default_prefix(char *buf, size_t cap) {
-  if (opt.prof_file != NULL)
-    snprintf(buf, cap, "%s", opt.prof_file);
-  else
-    snprintf(buf, cap, "hakmem-prof.%d", (int)getpid());
+/* HAKMEM_PROF_FILE, or hakmem-prof.PID written into pid_buf. */
+static const char *prof_default_prefix(char pid_buf[static 32]) {
+  if (opt.prof_file != NULL) return opt.prof_file;
+  snprintf(pid_buf, 32, "hakmem-prof.%d", (int)getpid());
+  return pid_buf;
 }
 
 static void prof_dump_if_requested(void) {
   prof_dump_requested = 0;
-  char prefix[1024];
-  prof_default_prefix(prefix, sizeof prefix);
+  char pid_buf[32];
+  const char *prefix = prof_default_prefix(pid_buf);
   prof_busy++;
   pthread_mutex_lock(&prof_dump_lock);
   prof_write_reports(prefix, -1);
@@ -272,8 +291,8 @@ static void prof_dump_if_requested(void) {
 
 /* PATH.NNNN.heap, NNNN from 0000 on (wider past 9999). */
 static void prof_dump_numbered(void) {
-  char prefix[1024], path[1100];
-  prof_default_prefix(prefix, sizeof prefix);
+  char pid_buf[32], path[PROF_PATH_CAP];
+  const char *prefix = prof_default_prefix(pid_buf);
   uint64_t seq = atomic_fetch_add_explicit(&prof_seq, 1, memory_order_relaxed);
   snprintf(path, sizeof path, "%s.%04llu.heap", prefix, (unsigned long long)seq);
   prof_busy++;
@@ -299,11 +318,12 @@ void prof_tick(uint64_t now_ms) {
 
 HAK_EXPORT int hak_prof_dump(const char *path) {
   if (!opt.prof || !prof_table_ready()) return -1;
-  char prefix[1024];
-  if (path == NULL)
-    prof_default_prefix(prefix, sizeof prefix);
-  else
-    snprintf(prefix, sizeof prefix, "%s", path);
+  char pid_buf[32];
+  const char *prefix = path != NULL ? path : prof_default_prefix(pid_buf);
+  if (strlen(prefix) >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   prof_busy++;
   pthread_mutex_lock(&prof_dump_lock);
   bool ok = prof_write_reports(prefix, -1);
@@ -314,8 +334,8 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
 
 HAK_TEXT_HOT __attribute__((destructor)) static void prof_exit_dump(void) {
   if (!opt.prof || !prof_table_ready()) return;
-  char prefix[1024];
-  prof_default_prefix(prefix, sizeof prefix);
+  char pid_buf[32];
+  const char *prefix = prof_default_prefix(pid_buf);
   prof_busy++;
   pthread_mutex_lock(&prof_dump_lock);
   prof_write_reports(prefix, opt.prof_leaks ? stats_report_fd() : -1);

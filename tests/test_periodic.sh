@@ -37,6 +37,27 @@ r=$(reports "$tmp/title.txt")
 echo "after the environment was overwritten: $r reports in 0.6 s at 100 ms"
 between "$r" 1 7 || fail "expected ~6 reports in $tmp/title.txt after the environment was overwritten, got $r"
 
+# 2c. Both string options near their longest accepted length (4095 bytes) at
+#     once: the pool that copies them holds all of them, so none is refused.
+#     The profile's path leaves room for its ".NNNN.heap" suffix (PATH_MAX).
+pad() { local p="$1/"; while [ $(( ${#p} + 2 + ${#2} )) -le $3 ]; do p="$p./"; done
+        if [ $(( ${#p} + ${#2} )) -lt $3 ]; then p="$p/"; fi; printf '%s' "$p$2"; }
+ls_=$(pad "$tmp" long.txt 4095); lp_=$(pad "$tmp" longprof 4085)
+[ ${#ls_} = 4095 ] && [ ${#lp_} = 4085 ] || fail "test set-up: paths of ${#ls_} and ${#lp_} bytes"
+HAKMEM_STATS_INTERVAL_MS=100 HAKMEM_STATS_FILE="$ls_" HAKMEM_PROF=1 HAKMEM_PROF_INTERVAL_MS=100 \
+  HAKMEM_PROF_FILE="$lp_" "$bin" sleep 300 2> "$tmp/long.err"
+! grep -q 'hakmem' "$tmp/long.err" || fail "a long path was refused: $(cat "$tmp/long.err")"
+r=$(reports "$tmp/long.txt"); np=$(ls "$tmp" | grep -c '^longprof\.[0-9][0-9][0-9][0-9]\.heap$' || true)
+echo "paths of 4095 and 4085 bytes: $r reports, $np profiles"
+[ "$r" -ge 1 ] && [ "$np" -ge 1 ] || fail "with paths of 4095 and 4085 bytes: $r reports, $np profiles"
+
+# 2d. A profile that cannot be created is reported, once, with its path
+#     (the interval retries; a silent failure leaves the user guessing).
+HAKMEM_PROF=1 HAKMEM_PROF_INTERVAL_MS=50 HAKMEM_PROF_FILE="$tmp/no-such-dir/p" "$bin" sleep 400 2> "$tmp/nodir.err"
+ne=$(grep -c "cannot create a profile .* at $tmp/no-such-dir/p\.[0-9]*\.heap\$" "$tmp/nodir.err" || true)
+echo "unwritable profile path: $ne messages"
+[ "$ne" = 1 ] || fail "expected one message for an unwritable profile path, got: $(cat "$tmp/nodir.err")"
+
 # 3. On a signal: exactly one report per signal, none otherwise.
 HAKMEM_STATS_SIGNAL=usr1 HAKMEM_STATS_FILE="$tmp/sig.txt" "$bin" signal 3
 r=$(reports "$tmp/sig.txt")
