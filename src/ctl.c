@@ -196,8 +196,12 @@ static void ctl_write_report(void) {
   static char buf[32768] HAK_BSS_BIG;
   stats_format_ex(buf, sizeof buf, true);
   if (opt.stats_file != NULL) {
+    static _Atomic bool said;
     int fd = open(opt.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return;
+    if (fd < 0) {
+      os_warn_open_once(&said, "HAKMEM_STATS_FILE", opt.stats_file);
+      return;
+    }
     os_write_fd(fd, buf);
     close(fd);
   } else {

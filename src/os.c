@@ -421,6 +421,18 @@ unsigned os_thread_count(void) {
 
 void os_write_err(const char *s) { os_write_fd(2, s); }
 
+void os_warn_open_once(_Atomic bool *said, const char *what, const char *path) {
+  int err = errno;
+  if (atomic_exchange_explicit(said, true, memory_order_relaxed)) return;
+  char num[24];
+  snprintf(num, sizeof num, " (errno %d)\n", err);
+  os_write_err("hakmem: ");
+  os_write_err(what);
+  os_write_err(": cannot open ");
+  os_write_err(path);
+  os_write_err(num);
+}
+
 void os_write_fd(int fd, const char *s) {
   size_t n = strlen(s);
   while (n > 0) {

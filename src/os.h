@@ -95,6 +95,10 @@ bool os_residency(const void *p, size_t len, unsigned char *vec);
  * map, the profiler's). Falls back to mincore without /proc. */
 bool os_residency_written(const void *p, size_t len, unsigned char *vec);
 void os_write_err(const char *s);
+/* "hakmem: WHAT: cannot open PATH (errno N)" on stderr, the first time
+ * only for each *said (a periodic output retries every period). errno is
+ * read, so call it right after the failed open. */
+void os_warn_open_once(_Atomic bool *said, const char *what, const char *path);
 void os_write_fd(int fd, const char *s);
 /* Appends "0x..." hex of v to buf (at least 19 bytes free); returns end. */
 char *os_fmt_hex(char *buf, uintptr_t v);

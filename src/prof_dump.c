@@ -36,16 +36,7 @@ static uint64_t prof_next_dump_ms; /* the report thread's only */
  * never cut into another file's name; the kernel refuses past PATH_MAX. */
 #define PROF_PATH_CAP (PATH_MAX + 32)
 
-/* Reported once: an interval dump retries every interval. */
-static void prof_open_failed(const char *path) {
-  static _Atomic bool said;
-  if (atomic_exchange_explicit(&said, true, memory_order_relaxed)) return;
-  char msg[160];
-  snprintf(msg, sizeof msg, "hakmem: HAKMEM_PROF: cannot create a profile (errno %d) at ", errno);
-  os_write_err(msg);
-  os_write_err(path);
-  os_write_err("\n");
-}
+static _Atomic bool prof_open_said;
 
 static void prof_on_signal(int sig) {
   (void)sig;
@@ -171,7 +162,7 @@ static bool prof_write_heap(const char *path) {
   if (agg == NULL) return false;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    prof_open_failed(path);
+    os_warn_open_once(&prof_open_said, "HAKMEM_PROF", path);
     os_unmap(agg, agg_bytes);
     return false;
   }
