@@ -8,7 +8,7 @@
 set -euo pipefail
 lib=$1
 ref=${2:-}
-allowed='^(hak_[a-z_0-9]+|malloc|free|calloc|realloc|reallocarray|cfree|free_sized|free_aligned_sized|aligned_alloc|memalign|posix_memalign|valloc|pvalloc|malloc_usable_size|malloc_stats|mallinfo|mallinfo2|malloc_trim|malloc_info|_Znwm|_Znam|_Znwm.*|_Znam.*|_ZdlPv.*|_ZdaPv.*)$'
+allowed='^(hak_[a-z_0-9]+|malloc|free|calloc|realloc|reallocarray|cfree|free_sized|free_aligned_sized|aligned_alloc|memalign|posix_memalign|valloc|pvalloc|malloc_usable_size|malloc_stats|mallinfo|mallinfo2|malloc_trim|malloc_info|__libc_(malloc|free|calloc|realloc|reallocarray|memalign|valloc|pvalloc)|_Znwm|_Znam|_Znwm.*|_Znam.*|_ZdlPv.*|_ZdaPv.*)$'
 exports() { nm -D --defined-only "$1" | awk '$2 ~ /^[TWDBVRi]$/ {print $3}' | sed 's/@.*//' | sort -u; }
 bad=$(exports "$lib" | grep -Ev "$allowed" || true)
 if [ -n "$bad" ]; then

@@ -184,6 +184,17 @@ HAK_ALIAS(posix_memalign, hak_posix_memalign);
 HAK_ALIAS(valloc, hak_valloc);
 HAK_ALIAS(pvalloc, hak_pvalloc);
 HAK_ALIAS(cfree, hak_free);
+/* glibc's internal names, which it exports and some programs and wrapper
+ * libraries call directly (their own malloc forwarding to "the real one"):
+ * left to glibc, a block from one allocator would be freed into the other. */
+HAK_ALIAS(__libc_malloc, hak_malloc);
+HAK_ALIAS(__libc_free, hak_free);
+HAK_ALIAS(__libc_calloc, hak_calloc);
+HAK_ALIAS(__libc_realloc, hak_realloc);
+HAK_ALIAS(__libc_reallocarray, hak_reallocarray);
+HAK_ALIAS(__libc_memalign, hak_memalign);
+HAK_ALIAS(__libc_valloc, hak_valloc);
+HAK_ALIAS(__libc_pvalloc, hak_pvalloc);
 
 /* glibc's introspection calls, answered from hakmem's figures. */
 #include <malloc.h>

@@ -1,24 +1,87 @@
 /*
  * foreign.c — the next allocator (see foreign.h).
  *
- * glibc exports its allocator under __libc_malloc & co., which lets us reach
- * it without dlsym (dlsym may itself allocate). Weak references keep the
- * library loadable on a C library without them; then RTLD_NEXT is used.
+ * glibc's entry points are found in its own symbol table (foreign_glibc_sym):
+ * hakmem exports both malloc and glibc's __libc_malloc names, so nothing
+ * that looks a name up in the global scope reaches glibc any more. On
+ * another C library, RTLD_NEXT.
  */
 #include "foreign.h"
 #include "options.h"
 #include "os.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <string.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
 #include <stdlib.h>
 
-extern void *__libc_malloc(size_t) __attribute__((weak));
-extern void *__libc_calloc(size_t, size_t) __attribute__((weak));
-extern void *__libc_realloc(void *, size_t) __attribute__((weak));
-extern void *__libc_memalign(size_t, size_t) __attribute__((weak));
-extern void __libc_free(void *) __attribute__((weak));
+/* glibc's own definition of name, read from its dynamic symbol table in
+ * memory (the GNU hash table that ld.so itself uses), without dlsym, which
+ * may allocate, and without symbol interposition: libhakmem.so exports
+ * malloc and __libc_malloc itself, so any lookup by name through the
+ * global scope would find hakmem again. NULL if glibc is not loaded. */
+typedef struct {
+  const char *name;
+  void *found;
+} foreign_lookup_t;
+
+static uint32_t foreign_gnu_hash(const char *s) {
+  uint32_t h = 5381;
+  for (; *s; s++) h = h * 33 + (unsigned char)*s;
+  return h;
+}
+
+static int foreign_lookup_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  foreign_lookup_t *q = data;
+  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+  if (strcmp(slash ? slash + 1 : (info->dlpi_name ? info->dlpi_name : ""), LIBC_SO) != 0) return 0;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (dyn == NULL) return 1;
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const uint32_t *gnu_hash = NULL;
+  const ElfW(Half) *versym = NULL;
+  /* ld.so relocates these entries in place where .dynamic is writable
+   * (x86-64); an address below the load base is still unrelocated. */
+#define FOREIGN_PTR(type, v) ((type)((v) < info->dlpi_addr ? (v) + info->dlpi_addr : (v)))
+  for (; dyn->d_tag != DT_NULL; dyn++) {
+    if (dyn->d_tag == DT_SYMTAB) symtab = FOREIGN_PTR(const ElfW(Sym) *, dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_STRTAB) strtab = FOREIGN_PTR(const char *, dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_GNU_HASH) gnu_hash = FOREIGN_PTR(const uint32_t *, dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_VERSYM) versym = FOREIGN_PTR(const ElfW(Half) *, dyn->d_un.d_ptr);
+  }
+#undef FOREIGN_PTR
+  if (symtab == NULL || strtab == NULL || gnu_hash == NULL) return 1;
+  uint32_t nbuckets = gnu_hash[0], symoffset = gnu_hash[1], bloom_size = gnu_hash[2];
+  const uint32_t *buckets = gnu_hash + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
+  const uint32_t *chain = buckets + nbuckets;
+  uint32_t h = foreign_gnu_hash(q->name);
+  if (nbuckets == 0) return 1;
+  for (uint32_t i = buckets[h % nbuckets]; i >= symoffset; i++) {
+    uint32_t ch = chain[i - symoffset];
+    const ElfW(Sym) *sym = &symtab[i];
+    /* versym bit 15: a hidden (non-default) version, not what a plain
+     * reference to the name binds to. */
+    if ((ch | 1) == (h | 1) && strcmp(strtab + sym->st_name, q->name) == 0 && sym->st_shndx != SHN_UNDEF &&
+        ELF64_ST_TYPE(sym->st_info) == STT_FUNC && (versym == NULL || (versym[i] & 0x8000) == 0)) {
+      q->found = (void *)(info->dlpi_addr + sym->st_value);
+      return 1;
+    }
+    if (ch & 1) break;
+  }
+  return 1;
+}
+
+static void *foreign_glibc_sym(const char *name) {
+  foreign_lookup_t q = {name, NULL};
+  dl_iterate_phdr(foreign_lookup_cb, &q);
+  return q.found;
+}
 
 static void *foreign_sym(const char *name) {
   void *f = dlsym(RTLD_NEXT, name);
@@ -31,18 +94,24 @@ static void *foreign_sym(const char *name) {
   return f;
 }
 
-/* glibc's own definition of name. RTLD_NEXT finds the next object that
- * defines it, which is not glibc when the program links another allocator
- * (Debian's redis-server links jemalloc): jemalloc's malloc_usable_size
- * handed a glibc block crashes. glibc's handle is opened without loading
- * anything (RTLD_NOLOAD); RTLD_NEXT stays the fallback on other C
- * libraries. */
+/* glibc's own definition of name, else the next object's (other C
+ * libraries). Not RTLD_NEXT first: it finds the next object that defines
+ * the name, which is not glibc when the program links another allocator
+ * (Debian's redis-server links jemalloc), and jemalloc's
+ * malloc_usable_size handed a glibc block crashes. Resolved once per entry
+ * point; a race resolves twice to the same address. */
 static void *foreign_libc_sym(const char *name) {
-  static void *libc;
-  if (libc == NULL) libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
-  void *f = libc != NULL ? dlsym(libc, name) : NULL;
-  return f != NULL ? f : dlsym(RTLD_NEXT, name);
+  void *f = foreign_glibc_sym(name);
+  return f != NULL ? f : foreign_sym(name);
 }
+
+#define FOREIGN_FN(var, name, type)                                      \
+  static __typeof__(type) var##_cached;                                  \
+  __typeof__(type) var = __atomic_load_n(&var##_cached, __ATOMIC_RELAXED); \
+  if (__builtin_expect(var == NULL, 0)) {                                \
+    var = (type)foreign_libc_sym(name);                                  \
+    __atomic_store_n(&var##_cached, var, __ATOMIC_RELAXED);              \
+  }
 
 /* Set once glibc's allocator is known to hold blocks (sticky). */
 static _Atomic bool foreign_in_use;
@@ -57,7 +126,7 @@ static bool foreign_has_blocks(void) {
   /* glibc's own accounting (libhakmem.so defines mallinfo2 too: the
    * lookup asks glibc's object itself). Blocks from before hakmem was loaded, or
    * from direct __libc_malloc calls, show up here. */
-  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))foreign_libc_sym("mallinfo2");
+  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))foreign_glibc_sym("mallinfo2");
   if (mi == NULL) return true; /* cannot tell: trust the caller */
   struct mallinfo2 m = mi();
   if (m.uordblks == 0 && m.hblkhd == 0) return false;
@@ -78,37 +147,32 @@ bool foreign_owns(const void *p) {
 
 void *foreign_malloc(size_t size) {
   foreign_note_use();
-  if (__libc_malloc) return __libc_malloc(size);
-  return ((void *(*)(size_t))foreign_sym("malloc"))(size);
+  FOREIGN_FN(next, "malloc", void *(*)(size_t));
+  return next(size);
 }
 void *foreign_calloc(size_t n, size_t size) {
   foreign_note_use();
-  if (__libc_calloc) return __libc_calloc(n, size);
-  return ((void *(*)(size_t, size_t))foreign_sym("calloc"))(n, size);
+  FOREIGN_FN(next, "calloc", void *(*)(size_t, size_t));
+  return next(n, size);
 }
 void *foreign_realloc(void *p, size_t size) {
   foreign_note_use();
-  if (__libc_realloc) return __libc_realloc(p, size);
-  return ((void *(*)(void *, size_t))foreign_sym("realloc"))(p, size);
+  FOREIGN_FN(next, "realloc", void *(*)(void *, size_t));
+  return next(p, size);
 }
 void *foreign_memalign(size_t align, size_t size) {
   foreign_note_use();
-  if (__libc_memalign) return __libc_memalign(align, size);
-  return ((void *(*)(size_t, size_t))foreign_sym("memalign"))(align, size);
+  FOREIGN_FN(next, "memalign", void *(*)(size_t, size_t));
+  return next(align, size);
 }
 void foreign_free(void *p) {
   if (p == NULL) return;
-  if (__libc_free) {
-    __libc_free(p);
-    return;
-  }
-  ((void (*)(void *))foreign_sym("free"))(p);
+  FOREIGN_FN(next, "free", void (*)(void *));
+  next(p);
 }
 
 size_t foreign_usable_size(void *p) {
-  static size_t (*next)(void *);
   if (p == NULL) return 0;
-  if (next == NULL) next = (size_t(*)(void *))foreign_libc_sym("malloc_usable_size");
-  if (next == NULL) next = (size_t(*)(void *))foreign_sym("malloc_usable_size");
+  FOREIGN_FN(next, "malloc_usable_size", size_t (*)(void *));
   return next(p);
 }

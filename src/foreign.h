@@ -2,7 +2,7 @@
  * foreign.h — memory that is not hakmem's.
  *
  * Owns: forwarding to the allocator that was there before hakmem (glibc's
- * __libc_* entry points, or dlsym(RTLD_NEXT) where those are missing), used
+ * own entry points, found in its symbol table, or RTLD_NEXT elsewhere), used
  * by HAKMEM_FORCE_LIBC_ALLOC and for pointers hakmem does not own.
  * Promises: never allocates from hakmem.
  * May call: os, options, the C library's allocator.

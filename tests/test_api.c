@@ -23,12 +23,6 @@
 
 static size_t page_size;
 
-#ifndef USE_HAK_API
-/* glibc's own allocator, to hand hakmem "foreign" pointers. */
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_memalign(size_t, size_t);
-#endif
 
 /* A block is good: non-NULL, 16-byte aligned (and `align`-aligned), usable
  * size >= n, owned by hakmem, and every usable byte writable. */
@@ -600,9 +594,12 @@ static void test_foreign_and_collect(void)
 {
 #if !defined(USE_HAK_API) && !defined(GLIBC_REFERENCE)
   /* pointers from glibc's own allocator are forwarded to glibc's free */
-  void *f1 = __libc_malloc(100), *f2 = __libc_calloc(10, 10), *f3 = __libc_memalign(64, 1000);
-  void *f4 = __libc_malloc(300000);
-  CHECK(f1 && f2 && f3 && f4, "__libc_* allocation failed");
+  void *(*glibc_malloc)(size_t) = GLIBC_FN(void *(*)(size_t), "malloc");
+  void *(*glibc_calloc)(size_t, size_t) = GLIBC_FN(void *(*)(size_t, size_t), "calloc");
+  void *(*glibc_memalign)(size_t, size_t) = GLIBC_FN(void *(*)(size_t, size_t), "memalign");
+  void *f1 = glibc_malloc(100), *f2 = glibc_calloc(10, 10), *f3 = glibc_memalign(64, 1000);
+  void *f4 = glibc_malloc(300000);
+  CHECK(f1 && f2 && f3 && f4, "glibc allocation failed");
   CHECK(!OWNS(f1) && !OWNS(f2) && !OWNS(f3) && !OWNS(f4),
         "hak_owns() claims glibc's pointers %p %p %p %p", f1, f2, f3, f4);
   CHECK(malloc_usable_size(f1) >= 100 && malloc_usable_size(f4) >= 300000,
@@ -612,8 +609,8 @@ static void test_foreign_and_collect(void)
   free(f3);
   free(f4);
   /* realloc of a glibc block keeps its contents (wherever the result lives) */
-  char *g = __libc_malloc(200);
-  CHECK(g != NULL, "__libc_malloc");
+  char *g = glibc_malloc(200);
+  CHECK(g != NULL, "glibc's malloc");
   pat_fill(g, 200, 31337);
   g = realloc(g, opaque_size(100000));
   CHECK(g != NULL, "realloc(glibc block, 100000) returned NULL");

@@ -377,8 +377,9 @@ static void case_libc_forward(void)
   printf("EXPECT \n");
   fflush(stdout);
   for (int round = 0; round < 3; round++) {
-    char *a = __libc_malloc(100), *b = __libc_malloc(100000), *c = __libc_malloc(5 << 20);
-    CHECK(a && b && c, "__libc_malloc");
+    void *(*glibc_malloc)(size_t) = GLIBC_FN(void *(*)(size_t), "malloc");
+    char *a = glibc_malloc(100), *b = glibc_malloc(100000), *c = glibc_malloc(5 << 20);
+    CHECK(a && b && c, "glibc's malloc");
     memset(a, 1, 100);
     memset(b, 2, 100000);
     CHECK(malloc_usable_size(a) >= 100, "malloc_usable_size(glibc block) = %zu", malloc_usable_size(a));

@@ -20,8 +20,16 @@
 
 #include "testutil.h"
 
+/* glibc's internal names, which hakmem exports too (some programs call
+ * them directly): they must hand out and take back the same allocator's
+ * blocks as malloc and free. */
 extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
+
+typedef void *(*malloc_fn)(size_t);
 
 typedef size_t (*usable_fn)(void *);
 typedef void (*free_fn)(void *);
@@ -39,7 +47,8 @@ int main(int argc, char **argv)
   CHECK(libc != NULL, "dlopen(libc.so.6, RTLD_NOLOAD): %s", dlerror());
   usable_fn glibc_usable = (usable_fn)(uintptr_t)dlsym(libc, "malloc_usable_size");
   free_fn glibc_free = (free_fn)(uintptr_t)dlsym(libc, "free");
-  CHECK(glibc_usable && glibc_free, "dlsym in libc failed");
+  malloc_fn glibc_malloc = (malloc_fn)(uintptr_t)dlsym(libc, "malloc");
+  CHECK(glibc_usable && glibc_free && glibc_malloc, "dlsym in libc failed");
 
   static const size_t sizes[] = { 0, 1, 16, 24, 100, 1000, 4096, 70000, 300000, 5u << 20 };
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -87,9 +96,29 @@ int main(int argc, char **argv)
     }
   }
   /* glibc memory handed to free() is fine in both modes */
-  void *g = __libc_malloc(1234);
-  CHECK(g != NULL && !OWNS(g), "__libc_malloc");
+  void *g = glibc_malloc(1234);
+  CHECK(g != NULL && !OWNS(g), "glibc's own malloc");
   free(g);
+  /* The __libc_ names: the mode's allocator, mixed freely with the standard names. */
+  for (int i = 0; i < 200; i++) {
+    size_t n = opaque_size((size_t)(i * 97 % 5000) + 1);
+    unsigned char *a = __libc_malloc(n), *b = malloc(n), *c = __libc_calloc(1, n), *d = __libc_memalign(256, n);
+    CHECK(a && b && c && d, "__libc_ allocation of %zu", n);
+    CHECK(want_libc ? !OWNS(a) && !OWNS(c) && !OWNS(d) : OWNS(a) && OWNS(c) && OWNS(d),
+          "__libc_ blocks of %zu: hak_owns %d %d %d, expected %s memory", n, OWNS(a), OWNS(c), OWNS(d),
+          want_libc ? "glibc" : "hakmem");
+    CHECK(((uintptr_t)d & 255) == 0, "__libc_memalign(256, %zu) = %p", n, (void *)d);
+    size_t nz = first_nonzero(c, n);
+    CHECK(nz == (size_t)-1, "__libc_calloc(1, %zu) byte %zu nonzero", n, nz);
+    memset(a, 0x5a, n);
+    a = __libc_realloc(a, opaque_size(n * 2));
+    CHECK(a != NULL, "__libc_realloc(%zu)", n * 2);
+    for (size_t k = 0; k < n; k++) CHECK(a[k] == 0x5a, "__libc_realloc lost byte %zu of %zu", k, n);
+    free(a);
+    __libc_free(b);
+    free(c);
+    __libc_free(d);
+  }
   /* calloc zeroing through glibc */
   for (int i = 0; i < 100; i++) {
     unsigned char *a = malloc(512);

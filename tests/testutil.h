@@ -253,6 +253,22 @@ static inline size_t blk_check(const void *p, size_t n, size_t limit, uint64_t k
   return bad;
 }
 
+/* glibc's own definition of name (its malloc, free...): hakmem exports
+ * the standard names and glibc's __libc_* ones, so only a lookup in
+ * glibc's object reaches glibc's allocator. Exits if it is missing. */
+#include <dlfcn.h>
+static inline void *glibc_fn(const char *name)
+{
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void *f = libc ? dlsym(libc, name) : NULL;
+  if (f == NULL) {
+    fprintf(stderr, "glibc_fn: no %s in libc.so.6\n", name);
+    exit(1);
+  }
+  return f;
+}
+#define GLIBC_FN(type, name) ((type)(uintptr_t)glibc_fn(name))
+
 /* first nonzero byte offset in [0, n) or (size_t)-1 */
 static inline size_t first_nonzero(const void *p, size_t n)
 {
