@@ -51,7 +51,9 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "The decay window: milliseconds a free slab, superslab, arena span or cached mapping stays "            \
     "committed (reused warm, with no page fault) before it is returned to the OS "                          \
     "(madvise/munmap); so do the whole free pages of a slab in use that nothing was allocated from "      \
-    "(a class gone quiet; the owner thread gives them back at its next allocator call after that). "      \
+    "(a class gone quiet; the owner thread gives them back at its next allocator call after that); "      \
+    "free blocks of 16 KiB and more in a slab in use give back their pages past the first after a "      \
+    "quarter to a half of it. "                                                                             \
     "When a thread is about to map a new superslab, free slabs and such pages idle for a quarter of the "  \
     "window go back first. "                                                                                \
     "Memory goes back by time only, never because of how much was freed; "                                  \

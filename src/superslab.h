@@ -244,8 +244,8 @@ HAK_INLINE bool slab_hit_is_block_start(const slab_t *s, const void *p) {
 #endif
 }
 
-/* Block size from which free blocks idle for the purge delay give their
- * pages back while the slab stays in use (slab_t.cold): four pages and
+/* Block size from which free blocks idle for a quarter of the purge delay
+ * give their pages back while the slab stays in use (slab_t.cold): four pages and
  * more, where a block's pages past its first are worth a system call. */
 #define SLAB_COOL_MIN ((uint32_t)16384)
 /* Smaller blocks give back the whole free pages of slabs idle on the
