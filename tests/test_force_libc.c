@@ -43,12 +43,9 @@ int main(int argc, char **argv)
   printf("test_force_libc: expecting %s, HAKMEM_FORCE_LIBC_ALLOC=%s\n", argv[1], env ? env : "(unset)");
 
   /* glibc's own functions, bypassing any interposition */
-  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-  CHECK(libc != NULL, "dlopen(libc.so.6, RTLD_NOLOAD): %s", dlerror());
-  usable_fn glibc_usable = (usable_fn)(uintptr_t)dlsym(libc, "malloc_usable_size");
-  free_fn glibc_free = (free_fn)(uintptr_t)dlsym(libc, "free");
-  malloc_fn glibc_malloc = (malloc_fn)(uintptr_t)dlsym(libc, "malloc");
-  CHECK(glibc_usable && glibc_free && glibc_malloc, "dlsym in libc failed");
+  usable_fn glibc_usable = GLIBC_FN(usable_fn, "malloc_usable_size");
+  free_fn glibc_free = GLIBC_FN(free_fn, "free");
+  malloc_fn glibc_malloc = GLIBC_FN(malloc_fn, "malloc");
 
   static const size_t sizes[] = { 0, 1, 16, 24, 100, 1000, 4096, 70000, 300000, 5u << 20 };
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -133,7 +130,6 @@ int main(int argc, char **argv)
   errno = 0;
   void *h = malloc(opaque_size(SIZE_MAX - 8));
   CHECK(h == NULL && errno == ENOMEM, "malloc(SIZE_MAX-8) = %p errno %d", h, errno);
-  dlclose(libc);
   printf("test_force_libc (%s): passed\n", argv[1]);
   return 0;
 }
