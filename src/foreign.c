@@ -125,9 +125,18 @@ static bool foreign_has_blocks(void) {
   if (atomic_load_explicit(&foreign_in_use, memory_order_relaxed)) return true;
   /* glibc's own accounting (libhakmem.so defines mallinfo2 too: the
    * lookup asks glibc's object itself). Blocks from before hakmem was loaded, or
-   * from direct __libc_malloc calls, show up here. */
-  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))foreign_glibc_sym("mallinfo2");
-  if (mi == NULL) return true; /* cannot tell: trust the caller */
+   * from direct __libc_malloc calls, show up here. Looked up once (a
+   * symbol-table walk per call made every bad free pay it): 1 stands for
+   * "not there". */
+  static void *mi_cached;
+  void *f = __atomic_load_n(&mi_cached, __ATOMIC_RELAXED);
+  if (f == NULL) {
+    f = foreign_glibc_sym("mallinfo2");
+    if (f == NULL) f = (void *)1;
+    __atomic_store_n(&mi_cached, f, __ATOMIC_RELAXED);
+  }
+  if (f == (void *)1) return true; /* cannot tell: trust the caller */
+  struct mallinfo2 (*mi)(void) = (struct mallinfo2(*)(void))f;
   struct mallinfo2 m = mi();
   if (m.uordblks == 0 && m.hblkhd == 0) return false;
   foreign_note_use();
