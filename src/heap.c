@@ -212,6 +212,9 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   }
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
+  /* A class with exhausted slabs waiting takes a fresh one: it is carving
+   * its way through slabs, so its carve populates ahead (ss_slab_carve). */
+  if (s->clean && h->waiting_n[cls] >= HEAP_WAITING_MAX && sc_size[cls] <= os_page_size) s->pop_pages = SS_POP_HOT;
   heap_cool_schedule(h, cls);
   if (ss->free_mask == 0) {
     heap_owned_remove(h, ss);

@@ -228,6 +228,22 @@ void os_decommit(void *p, size_t size) {
   atomic_fetch_add_explicit(&os_stats.purged, size, memory_order_relaxed);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* linux/mman.h, Linux 5.14 */
+#endif
+static int os_populate_ok = 1; /* cleared at the kernel's first refusal */
+
+void os_populate(void *p, size_t size) {
+  if (size == 0 || !__atomic_load_n(&os_populate_ok, __ATOMIC_RELAXED)) return;
+  int saved = errno;
+  /* EINVAL: a kernel without the advice; EPERM: a seccomp filter. ENOMEM
+   * and EFAULT are passing (memory is short): the pages fault in later. */
+  if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && (errno == EINVAL || errno == EPERM || errno == ENOSYS))
+    __atomic_store_n(&os_populate_ok, 0, __ATOMIC_RELAXED);
+  errno = saved;
+  atomic_fetch_add_explicit(&os_stats.populate_calls, 1, memory_order_relaxed);
+}
+
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif

@@ -418,8 +418,8 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
   OUT("hakmem %s statistics (pid %d)\n", HAK_VERSION_STRING, (int)getpid());
   OUT("os: mapped %.0f KiB (peak %.0f KiB), purged %.0f KiB total\n", KIB(st.mapped_bytes),
       KIB(st.mapped_peak_bytes), KIB(st.purged_bytes));
-  OUT("os calls: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n", st.mmap_calls, st.munmap_calls,
-      st.madvise_calls, st.mremap_calls);
+  OUT("os calls: mmap %zu, munmap %zu, madvise %zu, mremap %zu, populate %zu\n", st.mmap_calls, st.munmap_calls,
+      st.madvise_calls, st.mremap_calls, atomic_load_explicit(&os_stats.populate_calls, memory_order_relaxed));
   OUT("superslabs: %zu live (%zu abandoned), %zu cached empty\n", st.superslabs,
       st.superslabs_abandoned, st.superslabs_cached);
   OUT("small: %.0f KiB in use of %.0f KiB in slabs\n", KIB(st.small_bytes_in_use),

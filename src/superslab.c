@@ -305,6 +305,7 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   /* A free slab outside dirty_mask is fresh from the kernel or was
    * decommitted (MADV_DONTNEED: zero-fill on the next touch). */
   s->clean = (ss->dirty_mask & bit) == 0;
+  s->pop_pages = 0;
   ss->free_mask &= ~bit;
   ss->dirty_mask &= ~bit;
   s->free = NULL;
@@ -363,6 +364,32 @@ void ss_slab_uncool(slab_t *s) {
   s->free = ss_link_run((uint8_t *)b, k, s->bsize);
 }
 
+/* Carving a clean slab writes a link into every block of the batch, and
+ * each new page costs a fault (ruby's gc_phases: 63 % of its 283 000
+ * faults were in the carve). One MADV_POPULATE_WRITE over the pages ahead
+ * costs less per page than their faults (here: 1.4-1.5 against 2.0 us).
+ * Only in a slab its heap marked hot (SS_POP_HOT: its class had run
+ * through a slab already, heap_take_slab), so what is made resident early
+ * is at most SS_POP_AHEAD of one slab of such a class; and only for blocks
+ * of a page or less, whose next carves touch every page of the area in
+ * turn. */
+#define SS_POP_AHEAD ((uintptr_t)16 << 10)
+static void ss_carve_populate(slab_t *s, const uint8_t *first, unsigned n, size_t bs) {
+  uintptr_t pg = os_page_size;
+  uintptr_t base = (uintptr_t)s->area & ~(pg - 1);
+  uintptr_t need = (((uintptr_t)first + (size_t)(n - 1) * bs) & ~(pg - 1)) + pg;
+  uintptr_t done = base + (uintptr_t)(s->pop_pages & ~SS_POP_HOT) * pg;
+  if (need <= done) return;
+  uintptr_t last = (((uintptr_t)s->area + (size_t)(s->capacity - 1) * bs) & ~(pg - 1)) + pg;
+  uintptr_t end = done + SS_POP_AHEAD;
+  if (end < need) end = need;
+  if (end > last) end = last;
+  uintptr_t from = (uintptr_t)first & ~(pg - 1);
+  if (from < done) from = done;
+  os_populate((void *)from, end - from);
+  s->pop_pages = (uint16_t)(SS_POP_HOT | (end - base) / pg);
+}
+
 void ss_slab_carve(slab_t *s) {
   unsigned n = sc_batch[s->cls];
   unsigned left = (unsigned)s->capacity - s->carved;
@@ -370,6 +397,7 @@ void ss_slab_carve(slab_t *s) {
   HAK_ASSERT(n > 0 && s->free == NULL);
   size_t bs = s->bsize;
   uint8_t *first = s->area + (size_t)s->carved * bs;
+  if (s->pop_pages & SS_POP_HOT) ss_carve_populate(s, first, n, bs);
 #if HAK_SECURE
   /* Link the batch in a random order, so the addresses of consecutive
    * allocations are not predictable. */

@@ -76,7 +76,9 @@ typedef struct slab {
   uint8_t on_list;            /* which of its heap's slab lists holds it: 0 none, else HEAP_PARTIAL/HEAP_WAITING + 1 */
   uint8_t clean;              /* its pages were zero when it was taken (fresh or
                                  decommitted): the blocks past `carved` still are */
-  uint8_t pad0[2];
+  uint16_t pop_pages;         /* SS_POP_HOT: the carve populates ahead
+                                 (ss_slab_carve), and the pages of the area
+                                 (from the page holding `area`) it did */
   _Atomic uintptr_t thread_free; /* remote frees | TF_DELAYED | count << 48: a
                                     publisher writes it once per batch */
   struct slab *next;          /* owner heap's slab list (slab_dlist) */
@@ -130,6 +132,7 @@ typedef struct slab {
   uint8_t pad3[5];
 } slab_t;
 
+#define SS_POP_HOT 0x8000u
 _Static_assert(sizeof(slab_t) == 128, "slab descriptor is two cache lines");
 _Static_assert(__builtin_offsetof(slab_t, owner) == 64, "a remote free reads the second line only");
 /* A heap's list of slabs of one class (heap.h), through next/prev, kept by

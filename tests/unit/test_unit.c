@@ -5,6 +5,7 @@
  * include path, beside the black-box tests that only see the public API.
  *
  *   test_unit [PART]   parts: sizeclass blockstart remote decay clock adopt batch
+ *                      populate
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -35,6 +36,14 @@
  *             empty, the purged bytes grew by exactly the ranges' and the
  *             madvise calls by at least 1 and at most one per range (one
  *             per batch where the kernel takes process_madvise on itself).
+ * populate    the carve's populate-ahead (ss_slab_carve), in a new thread's
+ *             heap: a class's first slab is not marked hot, makes no
+ *             populate call, and (when clean) has no page resident past
+ *             the page after its carve; a class that keeps live blocks
+ *             through more slabs than HEAP_WAITING_MAX + 1 gets a hot slab,
+ *             whose carve made populate calls, whose populated pages are
+ *             resident (where the kernel has MADV_POPULATE_WRITE) and never
+ *             reach past its last block; every block keeps its pattern.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -42,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "decay.h"
@@ -322,6 +332,88 @@ static void part_batch(void)
   os_unmap(m, npages * pg);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PN 65536
+static void *p_blocks[PN];
+static void *populate_thread(void *arg)
+{
+  (void)arg;
+  size_t pg = os_page_size;
+  unsigned char vec[1024];
+  /* A cold class: a handful of blocks in the thread's first slab of it. */
+  size_t calls0 = atomic_load(&os_stats.populate_calls);
+  void *c[8];
+  for (int i = 0; i < 8; i++) CHECK((c[i] = hak_malloc(96)) != NULL, "hak_malloc(96)");
+  const slab_t *cs = ss_slab_of(c[0], ownmap_get(c[0]));
+  CHECK(!(cs->pop_pages & SS_POP_HOT), "a class's first slab is hot (pop_pages %#x)", cs->pop_pages);
+  CHECK(atomic_load(&os_stats.populate_calls) == calls0, "a cold class's carve made %zu populate calls",
+        atomic_load(&os_stats.populate_calls) - calls0);
+  unsigned cold_checked = 0;
+  if (cs->clean) {
+    uintptr_t from = (((uintptr_t)cs->area + (size_t)cs->carved * cs->bsize) & ~(pg - 1)) + 2 * pg;
+    uintptr_t to = ((uintptr_t)cs->area + cs->span) & ~(pg - 1);
+    if (to > from && (to - from) / pg <= sizeof vec) {
+      CHECK(os_residency((void *)from, to - from, vec), "mincore");
+      for (size_t i = 0; i < (to - from) / pg; i++)
+        CHECK(!(vec[i] & 1), "a cold slab's page %zu past its carve is resident", i);
+      cold_checked = (unsigned)((to - from) / pg);
+    }
+  }
+  /* A hot class: live blocks through slab after slab. */
+  const size_t sz = 64;
+  const slab_t *hot = NULL;
+  size_t n = 0;
+  while (n < PN && hot == NULL) {
+    p_blocks[n] = hak_malloc(sz);
+    CHECK(p_blocks[n] != NULL, "hak_malloc(%zu)", sz);
+    memset(p_blocks[n], (int)(n & 0xff), sz);
+    const slab_t *s = ss_slab_of(p_blocks[n], ownmap_get(p_blocks[n]));
+    if (s->pop_pages & SS_POP_HOT) hot = s;
+    n++;
+  }
+  CHECK(hot != NULL, "no hot slab after %zu live blocks of %zu B", n, sz);
+  size_t slabs = n * sz / ((size_t)1 << HAK_SMALL_SLAB_SHIFT);
+  CHECK(slabs >= HEAP_WAITING_MAX, "a slab went hot after %zu blocks (%zu slabs)", n, slabs);
+  /* Finish the carve batch the hot slab's first block came from, and more. */
+  for (size_t k = 0; k < 256 && n < PN; k++, n++) {
+    CHECK((p_blocks[n] = hak_malloc(sz)) != NULL, "hak_malloc");
+    memset(p_blocks[n], (int)(n & 0xff), sz);
+  }
+  size_t calls = atomic_load(&os_stats.populate_calls) - calls0;
+  CHECK(calls >= 1, "a hot slab's carve made no populate call");
+  uintptr_t base = (uintptr_t)hot->area & ~(pg - 1);
+  size_t pages = hot->pop_pages & ~SS_POP_HOT;
+  uintptr_t last = (((uintptr_t)hot->area + (size_t)(hot->capacity - 1) * hot->bsize) & ~(pg - 1)) + pg;
+  CHECK(pages >= 1 && base + pages * pg <= last, "hot slab: %zu pages populated, the area has %zu", pages,
+        (size_t)(last - base) / pg);
+  int pm = madvise((void *)base, pg, MADV_POPULATE_WRITE); /* the first page is the slab's: carved, no change */
+  unsigned resident = 0;
+  if (pm == 0) {
+    CHECK(pages <= sizeof vec && os_residency((void *)base, pages * pg, vec), "mincore");
+    for (size_t i = 0; i < pages; i++) resident += vec[i] & 1;
+    CHECK(resident == pages, "hot slab: %u of %zu populated pages resident", resident, pages);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char *b = p_blocks[i];
+    for (size_t j = 0; j < sz; j++) CHECK(b[j] == (unsigned char)(i & 0xff), "block %zu byte %zu changed", i, j);
+    hak_free(p_blocks[i]);
+  }
+  for (int i = 0; i < 8; i++) hak_free(c[i]);
+  printf("populate: cold class no call (%u pages past its carve checked not resident); hot slab after %zu blocks "
+         "(%zu slabs), %zu populate calls, %zu pages ahead%s\n",
+         cold_checked, n, slabs, calls, pages, pm == 0 ? ", all resident" : " (kernel without MADV_POPULATE_WRITE: residency not checked)");
+  return NULL;
+}
+
+static void part_populate(void)
+{
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, populate_thread, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "all";
@@ -334,6 +426,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "clock")) part_clock(), ran++;
   if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
   if (all || !strcmp(part, "batch")) part_batch(), ran++;
+  if (all || !strcmp(part, "populate")) part_populate(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
