@@ -368,11 +368,11 @@ void ss_slab_uncool(slab_t *s) {
  * each new page costs a fault (ruby's gc_phases: 63 % of its 283 000
  * faults were in the carve). One MADV_POPULATE_WRITE over the pages ahead
  * costs less per page than their faults (here: 1.4-1.5 against 2.0 us).
- * Only in a slab its heap marked hot (SS_POP_HOT: its class had run
- * through a slab already, heap_take_slab), so what is made resident early
- * is at most SS_POP_AHEAD of one slab of such a class; and only for blocks
- * of a page or less, whose next carves touch every page of the area in
- * turn. */
+ * Only in a slab its heap marked hot (SS_POP_HOT: its class took it while
+ * HEAP_WAITING_MAX of its exhausted slabs waited, heap_take_slab), so what
+ * is made resident early is at most SS_POP_AHEAD of one slab of a class
+ * that carves slab after slab; and only for blocks of a page or less,
+ * whose next carves touch every page of the area in turn. */
 #define SS_POP_AHEAD ((uintptr_t)16 << 10)
 static void ss_carve_populate(slab_t *s, const uint8_t *first, unsigned n, size_t bs) {
   uintptr_t pg = os_page_size;

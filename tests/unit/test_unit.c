@@ -40,7 +40,7 @@
  *             heap: a class's first slab is not marked hot, makes no
  *             populate call, and (when clean) has no page resident past
  *             the page after its carve; a class that keeps live blocks
- *             through more slabs than HEAP_WAITING_MAX + 1 gets a hot slab,
+ *             through HEAP_WAITING_MAX slabs or more gets a hot slab,
  *             whose carve made populate calls, whose populated pages are
  *             resident (where the kernel has MADV_POPULATE_WRITE) and never
  *             reach past its last block; every block keeps its pattern.
