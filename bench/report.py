@@ -192,6 +192,9 @@ def load_suite(raw):
             d["_wall"] = wall
             if maxrss:
                 d["_maxrss"] = maxrss
+            if len(parts) > 7:  # run.sh's time(1) figures: MINFLT= MAJFLT= SYS_S= USER_S=
+                for k, v in parse_kv(parts[7]).items():
+                    d["_" + k.lower()] = v
             runs.setdefault((bench, alloc), []).append(d)
     allocs.sort(key=lambda a: ORDER.index(a) if a in ORDER else 99)
     return runs, benches, allocs
@@ -211,6 +214,13 @@ def summarize(runs, bench, alloc):
     rss = [x for x in rss if x]
     if rss:
         s["rss"] = statistics.median(rss)
+    flt = [num(r, "_minflt") + (num(r, "_majflt") or 0) for r in ok if num(r, "_minflt") is not None]
+    if flt:
+        s["faults"] = statistics.median(flt)
+    for k, key in (("_sys_s", "sys"), ("_user_s", "user")):
+        v = [num(r, k) for r in ok if num(r, k) is not None]
+        if v:
+            s[key] = statistics.median(v)
     for k in ("after_free_rss_kb", "final_rss_kb", "live_kb", "built_rss_kb"):
         v = [num(r, k) for r in ok if num(r, k) is not None]
         if v:
@@ -284,6 +294,7 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
         out.extend(vs_base(S, benches, meta))
 
     out.extend(acct_section(raw))
+    out.extend(faults_section(S, benches, allocs))
 
     # per benchmark
     out.append("## Per benchmark\n")
@@ -654,6 +665,51 @@ def rss_summary(S, benches, allocs, min_peer_rss):
         geo.append("–" if g is None else "%.2f" % g)
     out.append("| geometric mean | " + " | ".join(geo) + " |")
     out.append("")
+    return out
+
+
+def fmt_count(x):
+    if x is None:
+        return "–"
+    return f"{x / 1e3:.1f} k" if x >= 1e3 else f"{x:.0f}"
+
+
+def faults_section(S, benches, allocs):
+    """Page faults and kernel time per run (run.sh's time(1) figures), hakmem against the peer
+    with the fewest faults. A fault is the dearest thing an allocator causes; a lean peak bought
+    by giving pages back and faulting them in again shows here, not in the RSS tables."""
+    if "hakmem" not in allocs or not any("faults" in S[(b, "hakmem")] for b in benches):
+        return []
+    out = ["## Page faults and kernel time\n",
+           "Per run (median of the repeats): page faults (minor + major) and CPU seconds in the kernel "
+           "(*sys*), as time(1) reports them for the benchmark process and the children it waited "
+           "for. For the `real_*` rows that includes the wrapper script and its tools, the same for "
+           "every allocator. *hakmem / fewest* divides hakmem's faults by the fewest of the peers' "
+           "(bold = at most that); MADV_POPULATE_WRITE's pages count as faults here.\n",
+           "| benchmark | " + " | ".join(f"{name_of(a)} faults (sys s)" for a in allocs) + " | hakmem / fewest |",
+           "|---|" + "---:|" * (len(allocs) + 1)]
+    logs, over = [], []
+    for b in benches:
+        cells = []
+        for a in allocs:
+            st = S[(b, a)]
+            f = st.get("faults")
+            cells.append("–" if f is None else f"{fmt_count(f)} ({st.get('sys', 0):.2f})")
+        peer = [(S[(b, p)].get("faults"), p) for p in PEERS if p in allocs and S[(b, p)].get("faults")]
+        h = S[(b, "hakmem")].get("faults")
+        r = "–"
+        if peer and h:
+            x = h / min(peer)[0]
+            logs.append(math.log(x))
+            r = ("**%.2f**" % x) if x <= 1.0005 else "%.2f" % x
+            if x > 1.5:
+                over.append(f"{b} {x:.2f} ({min(peer)[1]})")
+        out.append(f"| {b} | " + " | ".join(cells) + f" | {r} |")
+    if logs:
+        out.append("| geometric mean | " + " | " * len(allocs) + f"{math.exp(sum(logs) / len(logs)):.2f} |")
+    out.append("")
+    if over:
+        out.append("More than 1.5× the fewest peer's faults: " + ", ".join(over) + ".\n")
     return out
 
 

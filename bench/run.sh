@@ -512,7 +512,10 @@ for e in "${SUITE[@]}"; do
       i=$((i + 1))
       printf '[%3d/%d] %-22s %-12s rep %d/%d ' "$i" "$total" "$bname" "$name" "$rep" "$REPEAT" >&2
       tw=""
-      [ -x /usr/bin/time ] && tw="/usr/bin/time -f MAXRSS_KB=%M -o $TMP/time.txt"
+      # Beside the peak: the page faults (minor + major) and the CPU time the run took in
+      # the kernel and in user space, as the kernel accounts them to the process and the
+      # children it waited for (report.py's faults table). One word: $tw is split on blanks.
+      [ -x /usr/bin/time ] && tw="/usr/bin/time -f MAXRSS_KB=%M,MINFLT=%R,MAJFLT=%F,SYS_S=%S,USER_S=%U -o $TMP/time.txt"
       : >"$TMP/time.txt"
       t0=$(now)
       # shellcheck disable=SC2086
@@ -522,6 +525,7 @@ for e in "${SUITE[@]}"; do
       wall=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.3f", a-b}')
       res=$(grep '^RESULT ' "$TMP/out" | head -n1)
       maxrss=$(sed -n 's/.*MAXRSS_KB=\([0-9]*\).*/\1/p' "$TMP/time.txt" | head -n1)
+      kern=$(grep -o 'MINFLT=[0-9]*,MAJFLT=[0-9]*,SYS_S=[0-9.]*,USER_S=[0-9.]*' "$TMP/time.txt" | head -n1 | tr ',' ' ')
       status=ok
       if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status="timeout after ${TIMEOUT}s"
       elif [ -z "$res" ] || [ $rc -ne 0 ]; then
@@ -532,7 +536,7 @@ for e in "${SUITE[@]}"; do
       elif ! check_from "$res" "$expect"; then
         status="wrong allocator: malloc from $FROM"
       fi
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bname" "$name" "$rep" "$status" "$wall" "${maxrss:-}" "$res" >>"$RAW"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bname" "$name" "$rep" "$status" "$wall" "${maxrss:-}" "$res" "${kern:-}" >>"$RAW"
       if [ "$status" = ok ]; then
         ops=$(printf '%s' "$res" | sed -n 's/.*ops_per_sec=\([0-9.]*\).*/\1/p')
         rss=$(printf '%s' "$res" | sed -n 's/.*peak_rss_kb=\([0-9]*\).*/\1/p')
