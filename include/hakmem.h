@@ -75,8 +75,10 @@ HAK_API void hak_collect(int force);
  * hakmem.h must check version before it reads past its classes[].
  * Version 5 added the tc_ fields at the end: where rss_thread_cache_bytes
  * waits. Version 6 added tc_delayed_bytes after them: blocks on the owners'
- * delayed lists, which earlier versions counted as requested bytes. */
-#define HAK_STATS_VERSION 6
+ * delayed lists, which earlier versions counted as requested bytes.
+ * Version 7 added grow_purged_bytes: the part of decayed_bytes given back
+ * before its purge delay, by a thread about to map new memory. */
+#define HAK_STATS_VERSION 7
 #define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -122,7 +124,7 @@ HAK_API void hak_collect(int force);
 /* Version 2: memory return, after the classes array. */
 #define HAK_STATS_FIELDS_V2(X)                                                                              \
   X(heap_idle_bytes, "free slabs of thread heaps still resident (reused warm)")                            \
-  X(decayed_bytes, "decommitted after idling for the purge delay")                                         \
+  X(decayed_bytes, "decommitted by the purge: idle for the purge delay, or early (grow_purged_bytes)")     \
   X(collected_bytes, "decommitted on request: hak_collect, malloc_trim, purge, out-of-memory retry")       \
   X(bg_thread_running, "1 while the background purge thread runs")                                         \
   X(bg_passes, "purge passes the background thread made")                                                  \
@@ -163,6 +165,10 @@ HAK_API void hak_collect(int force);
 #define HAK_STATS_FIELDS_V6(X) \
   X(tc_delayed_bytes, "of rss_thread_cache_bytes: freed into full slabs, on their owner heap's delayed list")
 
+/* Version 7: how much of decayed_bytes did not wait out the purge delay. */
+#define HAK_STATS_FIELDS_V7(X) \
+  X(grow_purged_bytes, "of decayed_bytes: given back before the delay by threads about to map new memory")
+
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
   HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
@@ -178,6 +184,7 @@ struct hak_stats {
   HAK_STATS_FIELDS_V3(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V5(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V6(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V7(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

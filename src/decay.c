@@ -24,7 +24,7 @@ static pthread_mutex_t decay_pass_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t decay_thread;  /* valid while decay_running */
 static bool decay_running, decay_stop_flag, decay_atexit_done;
 static _Atomic int decay_idle_wait; /* the thread waits with nothing idle */
-static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended;
+static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended, decay_grow;
 static _Atomic unsigned decay_exits; /* thread exits seen (decay_note_thread_exit) */
 
 void decay_note_idle(size_t idle_bytes) {
@@ -54,6 +54,12 @@ void decay_count(size_t bytes) {
   if (bytes == 0) return;
   bool forced = atomic_load_explicit(&decay_collecting, memory_order_relaxed);
   atomic_fetch_add_explicit(forced ? &decay_forced : &decay_bytes, bytes, memory_order_relaxed);
+}
+
+void decay_count_grow(size_t bytes) {
+  if (bytes == 0) return;
+  decay_count(bytes);
+  atomic_fetch_add_explicit(&decay_grow, bytes, memory_order_relaxed);
 }
 
 void decay_note_thread_exit(void) {
@@ -302,6 +308,7 @@ void decay_stats(decay_stats_t *out) {
   out->decayed_bytes = atomic_load_explicit(&decay_bytes, memory_order_relaxed);
   out->forced_bytes = atomic_load_explicit(&decay_forced, memory_order_relaxed);
   out->contended = atomic_load_explicit(&decay_contended, memory_order_relaxed);
+  out->grow_bytes = atomic_load_explicit(&decay_grow, memory_order_relaxed);
   size_t (*idle)(size_t *, size_t *) = atomic_load_explicit(&decay_idle_fn, memory_order_acquire);
   out->heap_idle_max = out->heap_idle_heaps = 0;
   out->heap_idle_bytes = idle != NULL ? idle(&out->heap_idle_max, &out->heap_idle_heaps) : 0;

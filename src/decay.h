@@ -56,6 +56,9 @@ void decay_note_thread_exit(void);
 /* Bytes a purge decommitted (counted as collected while decay_collect_all
  * runs, as decayed otherwise). */
 void decay_count(size_t bytes);
+/* The same, for bytes a thread about to map new memory gave back before
+ * their purge delay (counted in decayed and, apart, as grow bytes). */
+void decay_count_grow(size_t bytes);
 /* A purge found a heap busy (its owner held the lock). */
 void decay_note_contended(void);
 
@@ -89,7 +92,7 @@ void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 size_t decay_collect_all(bool force);
 
 typedef struct decay_stats {
-  size_t running, passes, decayed_bytes, forced_bytes, contended;
+  size_t running, passes, decayed_bytes, forced_bytes, contended, grow_bytes;
   size_t heap_idle_bytes, heap_idle_max, heap_idle_heaps;
 } decay_stats_t;
 void decay_stats(decay_stats_t *out);

@@ -272,10 +272,10 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
       bool due = now >= h->cool_grow_ms;
       if (due || h->cool_pushed >= HEAP_COOL_GROW_PUSHES) {
         h->cool_pushed = 0;
-        if (h->cool_ms != UINT64_MAX) decay_count(heap_cool_grow(h));
+        if (h->cool_ms != UINT64_MAX) decay_count_grow(heap_cool_grow(h));
       }
       if (due) {
-        decay_count(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now));
+        decay_count_grow(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }
     }

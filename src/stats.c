@@ -359,6 +359,7 @@ int stats_get(struct hak_stats *out) {
   decay_stats(&ds);
   st.heap_idle_bytes = ds.heap_idle_bytes;
   st.decayed_bytes = ds.decayed_bytes;
+  st.grow_purged_bytes = ds.grow_bytes;
   st.collected_bytes = ds.forced_bytes;
   st.bg_thread_running = ds.running;
   st.bg_passes = ds.passes;
@@ -428,9 +429,9 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
       st.large_arenas, KIB(st.large_arena_bytes_in_use), st.large_mappings,
       KIB(st.large_mapping_bytes), st.large_cached, KIB(st.large_cached_bytes));
   OUT("idle: %.0f KiB resident in free slabs of %zu thread heaps (at most %.0f KiB in one); "
-      "decayed %.0f KiB, collected %.0f KiB\n",
+      "decayed %.0f KiB (%.0f KiB early, growing), collected %.0f KiB\n",
       KIB(st.heap_idle_bytes), st.heap_idle_heaps, KIB(st.heap_idle_max_bytes), KIB(st.decayed_bytes),
-      KIB(st.collected_bytes));
+      KIB(st.grow_purged_bytes), KIB(st.collected_bytes));
   OUT("resident: %.0f KiB of %.0f KiB mapped (walked %.0f KiB); process %.0f KiB, other %.0f KiB\n",
       KIB(st.resident_bytes), KIB(st.mapped_bytes), KIB(st.mapped_walked_bytes), KIB(st.process_rss_bytes),
       KIB(st.rss_other_bytes));
@@ -477,6 +478,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
     HAK_STATS_FIELDS_V3(FIELD_)
     HAK_STATS_FIELDS_V5(FIELD_)
     HAK_STATS_FIELDS_V6(FIELD_)
+    HAK_STATS_FIELDS_V7(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -500,6 +502,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V5(ROW_)
   ver_ = 6;
   HAK_STATS_FIELDS_V6(ROW_)
+  ver_ = 7;
+  HAK_STATS_FIELDS_V7(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");
