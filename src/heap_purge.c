@@ -77,7 +77,7 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
   for (unsigned c = 0; h->parked_n != 0 && c < HAK_NCLASS; c++) {
     slab_t *s = h->parked[c];
     if (s == NULL) continue;
-    if (force || now - s->freed_ms >= delay) {
+    if (force || os_idle_for(now, s->freed_ms, delay)) {
       heap_parked_take(h, c);
       heap_release_slab_due(h, s, s->freed_ms + opt.purge_delay_ms);
     } else if (s->freed_ms + delay < next) {

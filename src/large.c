@@ -313,11 +313,11 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
   while (*link != NULL) {
     large_arena_t *a = *link;
     bool clean = true;
-    bool tick = force || now - a->epoch_ms >= delay;
+    bool tick = force || os_idle_for(now, a->epoch_ms, delay);
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
       if (arena_warm(a, s->start, s->count, WARM_COUNT) == 0) continue;
-      if (force || now - s->freed_ms >= delay) {
+      if (force || os_idle_for(now, s->freed_ms, delay)) {
         arena_decommit(a, s->start, s->count);
         continue;
       }
@@ -405,7 +405,7 @@ static unsigned large_cache_expire_locked(uint64_t now, bool force, large_slot_t
   unsigned nd = 0;
   uint64_t delay = opt.purge_delay_ms;
   for (unsigned i = 0; i < large_cache_n;) {
-    if (force || now - large_cache[i].freed_ms >= delay) {
+    if (force || os_idle_for(now, large_cache[i].freed_ms, delay)) {
       drop[nd++] = large_cache_remove(i);
     } else {
       if (next != NULL && large_cache[i].freed_ms + delay < *next) *next = large_cache[i].freed_ms + delay;

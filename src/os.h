@@ -72,6 +72,14 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size);
  * os_map_aligned, which it replaces). */
 bool os_remap_to(void *p, size_t old_size, size_t new_size, void *target);
 uint64_t os_now_ms(void);
+/* Whether what was stamped at since (os_now_ms) has been idle for delay
+ * ms at now. A pass reads now once, before it looks; a thread may stamp a
+ * slab or span after that, so since can be later than now: not idle. (As
+ * now - since, that wrapped to an idle time of centuries, and a pass
+ * decommitted memory freed a moment before, to be faulted in again.) */
+static inline bool os_idle_for(uint64_t now, uint64_t since, uint64_t delay) {
+  return since <= now && now - since >= delay;
+}
 /* clock_gettime (the vDSO's, called directly; the system call before
  * os_init or without one): 0, or -1 on failure (errno not set). */
 int os_clock(clockid_t id, struct timespec *ts);

@@ -447,7 +447,7 @@ size_t ss_dirty_bytes(const superslab_t *ss) {
 bool ss_purge_step(superslab_t *ss, uint64_t now_ms, uint64_t delay, bool force, uint64_t *next_due, size_t *purged) {
   bool whole = ss->free_mask == ss_all_mask(ss);
   *purged = 0;
-  if (whole && (force || now_ms - ss->last_free_ms >= delay)) return true;
+  if (whole && (force || os_idle_for(now_ms, ss->last_free_ms, delay))) return true;
   *purged = ss_purge_slabs(ss, now_ms, delay, force, next_due);
   if (whole && ss->last_free_ms + delay < *next_due) *next_due = ss->last_free_ms + delay;
   return false;
@@ -463,7 +463,7 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
   for (uint64_t t = m; t; t &= t - 1) {
     unsigned i = (unsigned)__builtin_ctzll(t);
     uint64_t freed = ss->slabs[i].freed_ms;
-    if (force || now_ms - freed >= delay_ms)
+    if (force || os_idle_for(now_ms, freed, delay_ms))
       due |= (uint64_t)1 << i;
     else if (next_due != NULL && freed + delay_ms < *next_due)
       *next_due = freed + delay_ms;

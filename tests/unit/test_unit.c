@@ -29,6 +29,9 @@
  *             collection reaches the page owners' purges — it purges bytes
  *             (decay_stats' forced_bytes grows) and leaves the heaps with
  *             less than 1 MiB idle.
+ * clock       os_clock reaches the vDSO's clock and agrees with libc's;
+ *             os_idle_for, the purges' idle test: a stamp later than the
+ *             pass's clock is not idle, the delay's boundary is exact.
  * batch       os_batch_add / os_batch_flush: 150 ranges of 2 pages a page
  *             apart and a run of adjacent ones (merged), more than one
  *             batch holds: after the flush every page of a range reads
@@ -293,6 +296,13 @@ static void part_clock(void)
   CHECK(os_clock((clockid_t)-1000, &b) != 0, "os_clock accepted an invalid clock");
   uint64_t ms = os_now_ms();
   CHECK(ms >= (uint64_t)na / 1000000 / 2, "os_now_ms %llu", (unsigned long long)ms);
+  /* A purge pass reads its clock once; a slab freed after that carries a
+   * later stamp and has not been idle at all (as a difference it wrapped
+   * to centuries, and was decommitted at once). */
+  CHECK(!os_idle_for(1000, 1001, 100), "a stamp after the pass's clock counted as idle");
+  CHECK(!os_idle_for(1000, 1000, 1), "a stamp of now counted as idle");
+  CHECK(!os_idle_for(1000, 901, 100) && os_idle_for(1000, 900, 100), "idle for the delay: the boundary");
+  CHECK(os_idle_for(1000, 1000, 0), "a zero delay is met at once");
 }
 
 static void part_batch(void)
