@@ -56,9 +56,13 @@ void decay_count(size_t bytes) {
   atomic_fetch_add_explicit(forced ? &decay_forced : &decay_bytes, bytes, memory_order_relaxed);
 }
 
+/* Always decayed, never collected: the growing thread gives these back on
+ * its own account, even while another thread's explicit collection runs
+ * (decay_collecting is process-wide), so grow bytes stay a part of
+ * decay_bytes. */
 void decay_count_grow(size_t bytes) {
   if (bytes == 0) return;
-  decay_count(bytes);
+  atomic_fetch_add_explicit(&decay_bytes, bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(&decay_grow, bytes, memory_order_relaxed);
 }
 

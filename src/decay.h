@@ -56,8 +56,9 @@ void decay_note_thread_exit(void);
 /* Bytes a purge decommitted (counted as collected while decay_collect_all
  * runs, as decayed otherwise). */
 void decay_count(size_t bytes);
-/* The same, for bytes a thread about to map new memory gave back before
- * their purge delay (counted in decayed and, apart, as grow bytes). */
+/* Bytes a thread about to map new memory gave back before their purge
+ * delay: counted in decayed (even during an explicit collection) and,
+ * apart, as grow bytes. */
 void decay_count_grow(size_t bytes);
 /* A purge found a heap busy (its owner held the lock). */
 void decay_note_contended(void);

@@ -15,8 +15,10 @@
  *    less than 4 MiB; before f5c6653, by the whole 8 MiB. With WAIT_MS 0
  *    the other heap's slabs are not a quarter of the delay old, which
  *    the allocator until 428e750 waited for.
- * Every new block reads back its pattern. Every figure is printed, on
- * success too.
+ * The statistics count what the growth gave back: stats.grow_purged_bytes
+ * at least 4 MiB, and no more than stats.decayed_bytes, of which it is a
+ * part. Every new block reads back its pattern. Every figure is printed,
+ * on success too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -86,6 +88,12 @@ int main(int argc, char **argv)
     pat_fill(blk[i], BSZ, i);
   }
   size_t r1 = tu_rss_bytes();
+  /* The growth gave the other heap's slabs back early: counted apart as
+   * grow bytes, and always as part of the decayed bytes. */
+  size_t grow_b = 0, decayed_b = 0, len = sizeof grow_b;
+  int ctl_rc = hak_ctl("stats.grow_purged_bytes", &grow_b, &len, NULL, 0);
+  len = sizeof decayed_b;
+  ctl_rc |= hak_ctl("stats.decayed_bytes", &decayed_b, &len, NULL, 0);
   int bad = 0;
   for (size_t i = 0; i < NBLK; i++)
     if (pat_check(blk[i], BSZ, i) != (size_t)-1) bad++;
@@ -99,7 +107,11 @@ int main(int argc, char **argv)
   printf("another thread's 8 MiB of free slabs idle %ld ms; 8 MiB written here: RSS %zu -> %zu KiB "
          "(+%zu KiB, limit %zu); %d blocks damaged\n",
          wait_ms, r0 >> 10, r1 >> 10, grew >> 10, limit >> 10, bad);
+  printf("statistics: grow_purged %zu KiB of decayed %zu KiB\n", grow_b >> 10, decayed_b >> 10);
   int fail = 0;
+  fail |= tu_fail_if(ctl_rc != 0, "hak_ctl could not read stats.grow_purged_bytes or stats.decayed_bytes");
+  fail |= tu_fail_if(grow_b < 4 * MiB, "the early purge of the growth was not counted in stats.grow_purged_bytes");
+  fail |= tu_fail_if(grow_b > decayed_b, "stats.grow_purged_bytes exceeds stats.decayed_bytes, of which it is a part");
   fail |= tu_fail_if(grew >= limit, "new superslabs were mapped while the other heap's idle free slabs stayed resident");
   fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   for (size_t i = 0; i < NBLK; i++) free(blk[i]);
