@@ -16,8 +16,9 @@
  *    the other heap's slabs are not a quarter of the delay old, which
  *    the allocator until 428e750 waited for.
  * The statistics count what the growth gave back: stats.grow_purged_bytes
- * at least 4 MiB, and no more than stats.decayed_bytes, of which it is a
- * part. Every new block reads back its pattern. Every figure is printed,
+ * at least 4 MiB (unless a loaded machine stretched the test near the
+ * purge delay, when the time purge may come first), and never more than
+ * stats.decayed_bytes, of which it is a part. Every new block reads back its pattern. Every figure is printed,
  * on success too.
  */
 #include <pthread.h>
@@ -36,6 +37,14 @@ static void *blk[NBLK];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;
+static double freed_ms; /* when the owner's 8 MiB became free slabs */
+
+static double now_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static void *owner(void *arg)
 {
@@ -51,6 +60,7 @@ static void *owner(void *arg)
   }
   for (size_t i = 0; i < NBLK; i++) free(mine[i]);
   pthread_mutex_lock(&mu);
+  freed_ms = now_ms();
   stage = 1;
   pthread_cond_broadcast(&cv);
   while (stage != 2) pthread_cond_wait(&cv, &mu);
@@ -88,6 +98,10 @@ int main(int argc, char **argv)
     pat_fill(blk[i], BSZ, i);
   }
   size_t r1 = tu_rss_bytes();
+  /* How long the other heap's slabs had been free when the growth was
+   * over: past the purge delay (400 ms; a machine so loaded that the
+   * sleep overran), the time purge may have taken them first. */
+  double idle_ms = now_ms() - freed_ms;
   /* The growth gave the other heap's slabs back early: counted apart as
    * grow bytes, and always as part of the decayed bytes. */
   size_t grow_b = 0, decayed_b = 0, len = sizeof grow_b;
@@ -107,10 +121,14 @@ int main(int argc, char **argv)
   printf("another thread's 8 MiB of free slabs idle %ld ms; 8 MiB written here: RSS %zu -> %zu KiB "
          "(+%zu KiB, limit %zu); %d blocks damaged\n",
          wait_ms, r0 >> 10, r1 >> 10, grew >> 10, limit >> 10, bad);
-  printf("statistics: grow_purged %zu KiB of decayed %zu KiB\n", grow_b >> 10, decayed_b >> 10);
+  printf("statistics: grow_purged %zu KiB of decayed %zu KiB (the other heap's slabs free for %.0f ms)\n",
+         grow_b >> 10, decayed_b >> 10, idle_ms);
   int fail = 0;
   fail |= tu_fail_if(ctl_rc != 0, "hak_ctl could not read stats.grow_purged_bytes or stats.decayed_bytes");
-  fail |= tu_fail_if(grow_b < 4 * MiB, "the early purge of the growth was not counted in stats.grow_purged_bytes");
+  if (idle_ms < 350)
+    fail |= tu_fail_if(grow_b < 4 * MiB, "the early purge of the growth was not counted in stats.grow_purged_bytes");
+  else
+    printf("the growth ended %.0f ms after the frees, near the 400 ms delay: its count is not checked\n", idle_ms);
   fail |= tu_fail_if(grow_b > decayed_b, "stats.grow_purged_bytes exceeds stats.decayed_bytes, of which it is a part");
   fail |= tu_fail_if(grew >= limit, "new superslabs were mapped while the other heap's idle free slabs stayed resident");
   fail |= tu_fail_if(bad != 0, "a block lost its pattern");
