@@ -2,7 +2,7 @@
  * test_rss_return.c — freed memory goes back to the OS by itself.
  *
  *   test_rss_return [PART] [--gib=N] [--rounds=N]
- *   parts: small mixed remote idle lists sleepers donate phases   (default: all)
+ *   parts: small mixed remote idle lists sleepers donate exited phases   (default: all)
  *
  * small   allocate 1 GiB in 64-byte blocks (an intrusive list: no side table),
  *         free them all, sleep idle_ms() (3 x HAKMEM_PURGE_DELAY_MS), then poll VmRSS (up to
@@ -36,6 +36,13 @@
  *         on the abandoned list (no thread exited), and a new thread that
  *         allocates 64 MiB maps at most 32 MiB more (it adopts them);
  *         CTest runs it with HAKMEM_PURGE_DELAY_MS=2000.
+ * exited  memory of exited threads, by how much of it waits (CTest runs it
+ *         with HAKMEM_PURGE_DELAY_MS=2000): one thread frees its 1 MiB and
+ *         exits, below the 2 MiB the abandoned list keeps for the whole
+ *         delay: after 0.6 delay its pages must still be resident (the next
+ *         thread would take them warm); then 4 threads at once each free
+ *         their 8 MiB and exit: RSS must be back within 4 MiB of the level
+ *         before them within 0.9 delay, since that much waits a quarter.
  * phases  alternating workload (small-block phase, medium-block phase,
  *         large-block phase, each followed by an idle 3 x delay) for several
  *         rounds (256 MiB per phase by default): RSS after each phase is
@@ -333,6 +340,72 @@ static void part_sleepers(void)
   pthread_barrier_destroy(&sleep_bar);
 }
 
+static size_t exited_mib;
+static pthread_barrier_t exited_bar;
+static void *exited_thread(void *arg)
+{
+  size_t n;
+  node_t *h = alloc_list(exited_mib * MiB, 1024, 1024, (uint64_t)(uintptr_t)arg, &n);
+  if (arg != NULL) pthread_barrier_wait(&exited_bar); /* every one at its peak at once */
+  node_list_free(h);
+  return NULL;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void part_exited(void)
+{
+  enum { N = 4 };
+  pthread_t t[N];
+  struct timespec t0;
+  /* Below the floor: kept warm past a quarter of the delay. */
+  size_t before = tu_rss_bytes();
+  exited_mib = 1;
+  CHECK(pthread_create(&t[0], NULL, exited_thread, NULL) == 0, "pthread_create");
+  pthread_join(t[0], NULL);
+  size_t peak = tu_rss_bytes();
+  sleep_ms(delay_ms() * 3 / 5);
+  size_t after = tu_rss_bytes();
+  int ok = after + MiB / 2 >= peak && peak >= before + MiB / 2;
+  printf("exited: one thread's 1 MiB: RSS %.1f before, %.1f after its exit, %.1f after %u ms  %s\n", mib(before),
+         mib(peak), mib(after), delay_ms() * 3 / 5, ok ? "ok" : "FAIL");
+  if (!ok) {
+    fprintf(stderr, "FAIL exited: 1 MiB of an exited thread went back before the purge delay (%.1f -> %.1f MiB)\n",
+            mib(peak), mib(after));
+    fails++;
+  }
+  /* Above it: back within a quarter (and the time the kernel and a loaded
+   * machine take), well before the delay. */
+  before = tu_rss_bytes();
+  exited_mib = 8;
+  CHECK(pthread_barrier_init(&exited_bar, NULL, N) == 0, "pthread_barrier_init");
+  for (uintptr_t i = 0; i < N; i++) CHECK(pthread_create(&t[i], NULL, exited_thread, (void *)(i + 1)) == 0, "pthread_create");
+  for (unsigned i = 0; i < N; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&exited_bar);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  peak = tu_rss_bytes();
+  after = peak;
+  while (after > before + 4 * MiB && ms_since(&t0) < delay_ms() * 0.9) {
+    sleep_ms(20);
+    after = tu_rss_bytes();
+  }
+  double waited = ms_since(&t0);
+  ok = after <= before + 4 * MiB;
+  printf("exited: %d threads' 8 MiB each: RSS %.1f before, %.1f after their exits, %.1f after %.0f ms  %s\n", N,
+         mib(before), mib(peak), mib(after), waited, ok ? "ok" : "FAIL");
+  fflush(stdout);
+  if (!ok) {
+    fprintf(stderr, "FAIL exited: %.1f MiB of exited threads still resident after %.0f ms (delay %u ms)\n",
+            mib(after) - mib(before), waited, delay_ms());
+    fails++;
+  }
+}
+
 static void part_phases(void)
 {
   size_t base = tu_rss_bytes();
@@ -411,7 +484,7 @@ int main(int argc, char **argv)
   fflush(stdout);
   static const struct { const char *name; void (*fn)(void); } parts[] = {
       {"small", part_small}, {"mixed", part_mixed}, {"remote", part_remote}, {"idle", part_idle}, {"lists", part_lists}, {"sleepers", part_sleepers},
-      {"donate", part_donate},
+      {"donate", part_donate}, {"exited", part_exited},
       {"phases", part_phases}};
   int ran = 0;
   for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
