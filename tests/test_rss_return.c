@@ -35,7 +35,8 @@
  *         the collector took them back, at least 8 of its superslabs are
  *         on the abandoned list (no thread exited), and a new thread that
  *         allocates 64 MiB maps at most 32 MiB more (it adopts them);
- *         CTest runs it with HAKMEM_PURGE_DELAY_MS=2000.
+ *         CTest runs it with HAKMEM_PURGE_DELAY_MS=2000 (what waits on the
+ *         abandoned list decays after a quarter of it).
  * exited  memory of exited threads, by how much of it waits (CTest runs it
  *         with HAKMEM_PURGE_DELAY_MS=2000): one thread frees its 1 MiB and
  *         exits, below the 2 MiB the abandoned list keeps for the whole
@@ -266,6 +267,18 @@ static void *donate_alloc(void *arg)
   return NULL;
 }
 
+static size_t donate_base, donate_seen;
+static void *donate_watch(void *arg)
+{
+  (void)arg;
+  donate_seen = donate_base;
+  for (unsigned waited = 0; donate_seen < donate_base + 8 && waited < 30000; waited += delay_ms() / 16) {
+    sleep_ms(delay_ms() / 16);
+    donate_seen = ctl_stat("stats.superslabs_abandoned");
+  }
+  return NULL;
+}
+
 static void part_donate(void)
 {
   size_t n, abandoned0 = ctl_stat("stats.superslabs_abandoned");
@@ -274,13 +287,14 @@ static void part_donate(void)
   CHECK(pthread_create(&t, NULL, idle_free, NULL) == 0, "pthread_create");
   pthread_join(t, NULL);
   /* Main only sleeps (no CPU time: the collector's test of an idle
-   * thread) until its superslabs are given away; each look costs a
-   * little CPU, so the looks are a purge delay apart. */
-  size_t abandoned = abandoned0;
-  for (unsigned waited = 0; abandoned < abandoned0 + 8 && waited < 30000; waited += delay_ms()) {
-    sleep_ms(delay_ms());
-    abandoned = ctl_stat("stats.superslabs_abandoned");
-  }
+   * thread) until its superslabs are given away; another thread looks,
+   * every sixteenth of the delay: they are given away after an eighth,
+   * and 64 MiB on the abandoned list decays after a quarter, so a look a
+   * whole delay later would find them gone. */
+  donate_base = abandoned0;
+  CHECK(pthread_create(&t, NULL, donate_watch, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  size_t abandoned = donate_seen;
   size_t mapped = ctl_stat("stats.mapped_bytes");
   CHECK(pthread_create(&t, NULL, donate_alloc, NULL) == 0, "pthread_create");
   pthread_join(t, NULL); /* its superslabs are abandoned again at its exit */
