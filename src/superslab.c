@@ -45,13 +45,14 @@ static superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
 static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
 static superslab_t *ss_abandoned[SS_KINDS];
+static uint32_t ss_abandon_adopted[SS_KINDS]; /* adoptions from each list */
 /* Set by a remote free into an abandoned slab, cleared by the pass that
  * reclaims it: the purge thread keeps visiting the list while frees come
  * back to it, and sleeps once they stop. */
 static _Atomic int ss_abandon_pending;
-/* Free slabs on the abandoned list beyond which they wait a quarter of the
- * purge delay (ss_abandon_purge_locked): about what two exited threads of
- * a small program leave. */
+/* Free slabs on the abandoned list beyond which those passed over wait a
+ * quarter of the purge delay (ss_abandon_purge_locked): about what two
+ * exited threads of a small program leave. */
 #define SS_ABANDON_FAST_BYTES ((size_t)2 << 20)
 
 static void ss_header_init(superslab_t *ss, unsigned kind) {
@@ -182,12 +183,15 @@ static superslab_t *ss_abandon_unlink_locked(superslab_t **link) {
 /* Under ss_abandon_lock: reclaim remote frees, decommit free slabs of
  * abandoned superslabs idle for the purge delay and release the wholly free
  * ones idle that long (everything idle if force). By time only: threads
- * come and go in bursts, and the next one adopts this memory warm. But
- * once more than SS_ABANDON_FAST_BYTES of it waits, the window is a
- * quarter: what exited threads left beyond that is not what the next
- * thread takes (larson_16t: 15 of 19 superslabs abandoned at a time, 3-6
- * MiB of free slabs in them against 1.2 MiB live). Below it, a program that
- * starts a thread now and then finds its predecessor's pages still warm. */
+ * come and go in bursts, and the next one adopts this memory warm. But a
+ * superslab that adopters passed over (one of its kind was adopted since it
+ * was abandoned) waits a quarter, once more than SS_ABANDON_FAST_BYTES
+ * waits in all: it is more than the threads that come take (larson_16t: 15
+ * of 19 superslabs abandoned at a time, 3-6 MiB of free slabs in them
+ * against 1.2 MiB live). A program that starts a thread now and then, with
+ * none adopting in between, finds its predecessor's pages still warm (a
+ * quarter for all of it faulted 19x the pages in and took 1.8x the time
+ * there: a thread every 40 ms allocating 4 MiB). */
 static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
   superslab_t *release = NULL;
   uint64_t delay = opt.purge_delay_ms, next = UINT64_MAX;
@@ -200,13 +204,14 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
       dirty += ss_dirty_bytes(ss);
     }
   }
-  if (dirty > SS_ABANDON_FAST_BYTES) delay /= 4;
+  bool fast = dirty > SS_ABANDON_FAST_BYTES;
   for (unsigned k = 0; k < SS_KINDS; k++) {
     superslab_t **link = &ss_abandoned[k];
     while (*link != NULL) {
       superslab_t *ss = *link;
       size_t purged;
-      if (ss_purge_step(ss, now, delay, force, &next, &purged)) {
+      bool passed = ss->abandon_seq != ss_abandon_adopted[k];
+      if (ss_purge_step(ss, now, fast && passed ? delay / 4 : delay, force, &next, &purged)) {
         ss_abandon_unlink_locked(link);
         ss->next = release;
         release = ss;
@@ -230,6 +235,7 @@ static void ss_abandon_link_locked(superslab_t *ss) {
   ss_set_heap(ss, NULL);
   ss->listed = 0;
   ss->abandoned = 1;
+  ss->abandon_seq = ss_abandon_adopted[ss->kind];
   ss->prev = NULL;
   ss->next = ss_abandoned[ss->kind];
   __atomic_store_n(&ss_abandoned[ss->kind], ss, __ATOMIC_RELAXED);
@@ -291,6 +297,7 @@ superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
   superslab_t *ss = ss_abandoned[kind] != NULL ? ss_abandon_unlink_locked(&ss_abandoned[kind]) : NULL;
+  if (ss) ss_abandon_adopted[kind]++;
   pthread_mutex_unlock(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
@@ -305,6 +312,7 @@ bool ss_abandon_take(superslab_t *ss) {
     for (superslab_t **link = &ss_abandoned[ss->kind]; *link != NULL; link = &(*link)->next) {
       if (*link != ss) continue;
       ss_abandon_unlink_locked(link);
+      ss_abandon_adopted[ss->kind]++;
       taken = true;
       break;
     }

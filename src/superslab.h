@@ -281,7 +281,8 @@ typedef struct superslab {
   uint64_t last_free_ms;      /* when the newest free slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
   uint8_t abandoned;          /* on the abandoned list */
-  uint8_t pad1[6];
+  uint16_t pad1;
+  uint32_t abandon_seq;       /* its kind's adoptions when it was abandoned */
   struct superslab *all_next; /* registry of live superslabs (statistics) */
   struct superslab *all_prev;
   uint8_t pad2[128 - 80];

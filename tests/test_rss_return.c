@@ -37,13 +37,17 @@
  *         allocates 64 MiB maps at most 32 MiB more (it adopts them);
  *         CTest runs it with HAKMEM_PURGE_DELAY_MS=2000 (what waits on the
  *         abandoned list decays after a quarter of it).
- * exited  memory of exited threads, by how much of it waits (CTest runs it
- *         with HAKMEM_PURGE_DELAY_MS=2000): one thread frees its 1 MiB and
+ * exited  memory of exited threads (CTest runs it with
+ *         HAKMEM_PURGE_DELAY_MS=2000): one thread frees its 1 MiB and
  *         exits, below the 2 MiB the abandoned list keeps for the whole
  *         delay: after 0.6 delay its pages must still be resident (the next
  *         thread would take them warm); then 4 threads at once each free
- *         their 8 MiB and exit: RSS must be back within 4 MiB of the level
- *         before them within 0.9 delay, since that much waits a quarter.
+ *         their 8 MiB and exit: with no thread adopting, 16 MiB or more
+ *         must still be resident after 0.6 delay; then a thread allocates
+ *         one block (it adopts a superslab and passes the others over) and
+ *         RSS must be back within 8 MiB of the level before the 4 within
+ *         0.9 delay of their exits, since what was passed over waits a
+ *         quarter.
  * phases  alternating workload (small-block phase, medium-block phase,
  *         large-block phase, each followed by an idle 3 x delay) for several
  *         rounds (256 MiB per phase by default): RSS after each phase is
@@ -359,7 +363,7 @@ static pthread_barrier_t exited_bar;
 static void *exited_thread(void *arg)
 {
   size_t n;
-  node_t *h = alloc_list(exited_mib * MiB, 1024, 1024, (uint64_t)(uintptr_t)arg, &n);
+  node_t *h = alloc_list(exited_mib ? exited_mib * MiB : 1024, 1024, 1024, (uint64_t)(uintptr_t)arg, &n);
   if (arg != NULL) pthread_barrier_wait(&exited_bar); /* every one at its peak at once */
   node_list_free(h);
   return NULL;
@@ -393,8 +397,8 @@ static void part_exited(void)
             mib(peak), mib(after));
     fails++;
   }
-  /* Above it: back within a quarter (and the time the kernel and a loaded
-   * machine take), well before the delay. */
+  /* Above it but with no thread taking any of it (a thread started now
+   * and then): kept warm for the next one. */
   before = tu_rss_bytes();
   exited_mib = 8;
   CHECK(pthread_barrier_init(&exited_bar, NULL, N) == 0, "pthread_barrier_init");
@@ -403,15 +407,29 @@ static void part_exited(void)
   pthread_barrier_destroy(&exited_bar);
   clock_gettime(CLOCK_MONOTONIC, &t0);
   peak = tu_rss_bytes();
-  after = peak;
-  while (after > before + 4 * MiB && ms_since(&t0) < delay_ms() * 0.9) {
+  sleep_ms(delay_ms() * 3 / 5);
+  after = tu_rss_bytes();
+  ok = after >= before + 16 * MiB;
+  printf("exited: %d threads' 8 MiB each: RSS %.1f before, %.1f after their exits, %.1f after %u ms, no thread "
+         "adopting  %s\n", N, mib(before), mib(peak), mib(after), delay_ms() * 3 / 5, ok ? "ok" : "FAIL");
+  if (!ok) {
+    fprintf(stderr, "FAIL exited: %.1f MiB of exited threads went back before the purge delay with no thread "
+            "adopting (%.1f MiB left)\n", mib(peak) - mib(after), mib(after) - mib(before));
+    fails++;
+  }
+  /* A thread adopts one superslab and passes the others over: those go
+   * back at once (free for more than a quarter already), well before the
+   * delay; what it adopted may stay. */
+  exited_mib = 0;
+  CHECK(pthread_create(&t[0], NULL, exited_thread, NULL) == 0, "pthread_create");
+  pthread_join(t[0], NULL);
+  while (after > before + 8 * MiB && ms_since(&t0) < delay_ms() * 0.9) {
     sleep_ms(20);
     after = tu_rss_bytes();
   }
   double waited = ms_since(&t0);
-  ok = after <= before + 4 * MiB;
-  printf("exited: %d threads' 8 MiB each: RSS %.1f before, %.1f after their exits, %.1f after %.0f ms  %s\n", N,
-         mib(before), mib(peak), mib(after), waited, ok ? "ok" : "FAIL");
+  ok = after <= before + 8 * MiB;
+  printf("exited: after a thread adopted: %.1f MiB %.0f ms after the exits  %s\n", mib(after), waited, ok ? "ok" : "FAIL");
   fflush(stdout);
   if (!ok) {
     fprintf(stderr, "FAIL exited: %.1f MiB of exited threads still resident after %.0f ms (delay %u ms)\n",
