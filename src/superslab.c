@@ -180,6 +180,15 @@ static superslab_t *ss_abandon_unlink_locked(superslab_t **link) {
   return ss;
 }
 
+/* Under ss_abandon_lock: a thread adopts *link. The count of adoptions of
+ * its kind moves on, so the superslabs left on the list were passed over
+ * (ss_abandon_purge_locked). */
+static superslab_t *ss_abandon_adopt_locked(superslab_t **link) {
+  superslab_t *ss = ss_abandon_unlink_locked(link);
+  ss_abandon_adopted[ss->kind]++;
+  return ss;
+}
+
 /* Under ss_abandon_lock: reclaim remote frees, decommit free slabs of
  * abandoned superslabs idle for the purge delay and release the wholly free
  * ones idle that long (everything idle if force). By time only: threads
@@ -296,8 +305,7 @@ void ss_abandon_note_free(void) {
 superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
   pthread_mutex_lock(&ss_abandon_lock);
-  superslab_t *ss = ss_abandoned[kind] != NULL ? ss_abandon_unlink_locked(&ss_abandoned[kind]) : NULL;
-  if (ss) ss_abandon_adopted[kind]++;
+  superslab_t *ss = ss_abandoned[kind] != NULL ? ss_abandon_adopt_locked(&ss_abandoned[kind]) : NULL;
   pthread_mutex_unlock(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
@@ -311,8 +319,7 @@ bool ss_abandon_take(superslab_t *ss) {
      * adopted or released): a walk, not a second link. */
     for (superslab_t **link = &ss_abandoned[ss->kind]; *link != NULL; link = &(*link)->next) {
       if (*link != ss) continue;
-      ss_abandon_unlink_locked(link);
-      ss_abandon_adopted[ss->kind]++;
+      ss_abandon_adopt_locked(link);
       taken = true;
       break;
     }
