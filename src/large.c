@@ -189,8 +189,25 @@ static void arena_remove_span(large_arena_t *a, unsigned i) {
   a->nfree--;
 }
 
+/* The window of grans granules inside the free span [st, st+c) that covers
+ * the most warm granules: its start in *at, the count returned. The span's
+ * ends win ties over its middle, which would split it: a freed block merges
+ * with cold neighbours on either side, and a purge takes a span's oldest
+ * granules first, so its warm part may lie anywhere. */
+static uint32_t arena_window(large_arena_t *a, uint32_t st, uint32_t c, uint32_t grans, uint32_t *at) {
+  uint32_t w = arena_warm(a, st, grans, WARM_COUNT), best = w, bx = st, last = st + c - grans;
+  for (uint32_t x = st + 1; x <= last && best < grans; x++) {
+    w += (uint32_t)arena_granule_warm(a, x + grans - 1) - (uint32_t)arena_granule_warm(a, x - 1);
+    if (w > best) best = w, bx = x;
+  }
+  if (bx != st && bx != last && arena_warm(a, last, grans, WARM_COUNT) == best) bx = last;
+  *at = bx;
+  return best;
+}
+
 /* Best fit over every arena among the spans whose first grans granules are
- * all warm, else best fit among all (a new arena if none fits). A block
+ * all warm, else the fit that covers the most warm granules (a new arena if
+ * none fits). A block
  * placed on warm granules faults nothing in and adds nothing to the
  * resident set; one placed on cold granules grows it by its size, while
  * the warm spans it passed over stay resident too. Over random big buffers
@@ -213,39 +230,57 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
         if (bc == grans) break;
       }
   /* The best fit is warm in a steady state: one test. Only when it would
-   * fault pages in are the warm spans looked for, and then the faults cost
-   * more than the search. */
-  bool bwarm = best != NULL && arena_all_warm(best, best->free[bi].start, grans);
+   * fault pages in are the other spans looked at, and then the faults cost
+   * more than the search: the block goes where it covers the most warm
+   * granules (arena_window), the smaller span on a tie. */
+  uint32_t g0 = best != NULL ? best->free[bi].start : 0;
+  bool bwarm = best != NULL && arena_all_warm(best, g0, grans);
   if (best != NULL && !bwarm) {
-    uint32_t wc = UINT32_MAX;
-    for (large_arena_t *a = large_arenas; a != NULL && wc != grans; a = a->next)
+    uint32_t bw = 0;
+    bc = UINT32_MAX;
+    for (large_arena_t *a = large_arenas; a != NULL && !(bw == grans && bc == grans); a = a->next)
       for (unsigned i = 0; i < a->nfree; i++) {
-        uint32_t c = a->free[i].count;
-        if (c >= grans && c < wc && arena_all_warm(a, a->free[i].start, grans)) {
-          best = a, bi = i, wc = c, bwarm = true;
-          if (c == grans) break;
+        uint32_t c = a->free[i].count, at;
+        if (c < grans) continue;
+        uint32_t w = arena_window(a, a->free[i].start, c, grans, &at);
+        if (w > bw || (w == bw && c < bc)) {
+          best = a, bi = i, bc = c, bw = w, g0 = at;
+          if (bw == grans && bc == grans) break;
         }
       }
+    bwarm = bw == grans;
   }
   if (!bwarm && !cold_ok) return NULL;
   if (best == NULL) {
     best = arena_new();
     if (best == NULL) return NULL;
     bi = 0;
+    g0 = best->free[0].start;
   }
-  arena_span_t *s = &best->free[bi];
-  uint8_t *p = best->base + ((size_t)s->start << ARENA_GRAN_SHIFT);
-  uint32_t warm = bwarm ? grans : arena_warm(best, s->start, grans, WARM_COUNT);
+  uint8_t *p = best->base + ((size_t)g0 << ARENA_GRAN_SHIFT);
+  uint32_t warm = bwarm ? grans : arena_warm(best, g0, grans, WARM_COUNT);
   *zero = warm == 0;
   if (warm_out != NULL && warm != 0)
     for (uint32_t j = 0; j < grans; j++)
-      if (bwarm || arena_granule_warm(best, s->start + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
+      if (bwarm || arena_granule_warm(best, g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
   size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
   arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
-  arena_warm(best, s->start, grans, WARM_SET);
-  s->start += grans;
-  s->count -= grans;
-  if (s->count == 0) arena_remove_span(best, bi);
+  arena_warm(best, g0, grans, WARM_SET);
+  arena_span_t *s = &best->free[bi];
+  uint32_t end = s->start + s->count;
+  if (g0 == s->start) {
+    s->start += grans;
+    s->count -= grans;
+    if (s->count == 0) arena_remove_span(best, bi);
+  } else if (g0 + grans == end) {
+    s->count -= grans;
+  } else { /* the middle: the span splits in two (ARENA_MAX_FREE holds every gap) */
+    HAK_ASSERT(best->nfree < ARENA_MAX_FREE);
+    memmove(&best->free[bi + 2], &best->free[bi + 1], (best->nfree - bi - 1) * sizeof best->free[0]);
+    best->nfree++;
+    best->free[bi + 1] = (arena_span_t){.start = g0 + grans, .count = end - g0 - grans, .freed_ms = s->freed_ms};
+    s->count = g0 - s->start;
+  }
   best->used += grans;
   *out = best;
   return p;

@@ -10,6 +10,12 @@
  *           that may be dirty (a flag per span zeroed all 24 MiB, faulting
  *           in 20 MiB the kernel hands out zeroed anyway). The block reads
  *           as zero throughout;
+ *   window: a free span whose warm granules are not at its start: an 8 MiB
+ *           block freed next to a decommitted one (cold, then warm), then
+ *           between two decommitted ones (cold, warm, cold). A new 8 MiB
+ *           block goes onto the warm granules, at the span's end and in its
+ *           middle, and touching it faults nothing in (the span's start,
+ *           where it went before, was 8 MiB of cold pages);
  *   age:    (its own run, HAKMEM_PURGE_DELAY_MS=50) a freed 4 MiB block
  *           whose free span keeps growing, a neighbour freed into it every
  *           20 ms, still goes back once idle: the span's time was its
@@ -17,12 +23,12 @@
  *           12-21 MiB of such spans resident with a 1 ms delay). The block
  *           freed last is still resident.
  *
- * place and calloc run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so
+ * place, calloc and window run with a long HAKMEM_PURGE_DELAY_MS (CMake sets it) so
  * that no purge by time changes what is resident meanwhile. RSS bounds are
  * generous: half of what the mechanism saves. Linked against libhakmem.so;
  * no timing bound: a slow machine only makes the first block idler.
  *
- *   test_arena_warm [place|calloc|all|age]
+ *   test_arena_warm [place|calloc|window|all|age]
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -85,6 +91,69 @@ static void calloc_sparse(void)
   malloc_trim(0);
 }
 
+/* Three 8 MiB arena blocks side by side and a 2 MiB one after them that
+ * keeps their span apart from the arena's untouched rest; all touched. */
+static void window_blocks(unsigned char *b[4])
+{
+  for (int i = 0; i < 4; i++) {
+    b[i] = malloc(i < 3 ? 8 * MiB : 2 * MiB);
+    CHECK(b[i] != NULL, "malloc");
+    touch(b[i], i < 3 ? 8 * MiB : 2 * MiB, (unsigned char)(i + 1));
+  }
+  for (int i = 1; i < 4; i++)
+    CHECK(b[i] == b[i - 1] + 8 * MiB + 64 * 1024, "blocks not side by side in an arena (%p after %p)",
+          (void *)b[i], (void *)b[i - 1]);
+}
+
+/* Place 8 MiB and touch it: where it went, and how much resident grew. */
+static unsigned char *window_place(size_t *grew)
+{
+  size_t before = tu_rss_bytes();
+  unsigned char *x = malloc(8 * MiB);
+  CHECK(x != NULL, "malloc(8 MiB)");
+  touch(x, 8 * MiB, 9);
+  size_t after = tu_rss_bytes();
+  *grew = after > before ? after - before : 0;
+  return x;
+}
+
+static void window(void)
+{
+  unsigned char *b[4];
+  size_t grew;
+  malloc_trim(0);
+  window_blocks(b);
+  free(b[0]);
+  malloc_trim(0); /* b[0]'s granules go back: cold */
+  free(b[1]);     /* merges after them, warm: the span is cold, then warm */
+  unsigned char *x = window_place(&grew);
+  printf("window: end: resident grew by %.1f MiB (block %s the warm end)\n", (double)grew / (double)MiB,
+         x == b[1] ? "on" : "not on");
+  CHECK(x == b[1] && grew < 4 * MiB, "an 8 MiB block went to %p (warm end %p), faulting in %zu bytes", (void *)x,
+        (void *)b[1], grew);
+  free(x), free(b[2]), free(b[3]);
+  malloc_trim(0);
+
+  window_blocks(b);
+  free(b[0]), free(b[2]);
+  malloc_trim(0); /* two cold holes */
+  free(b[1]);     /* between them, warm: cold, warm, cold */
+  x = window_place(&grew);
+  printf("window: middle: resident grew by %.1f MiB (block %s the warm middle)\n", (double)grew / (double)MiB,
+         x == b[1] ? "on" : "not on");
+  CHECK(x == b[1] && grew < 4 * MiB, "an 8 MiB block went to %p (warm middle %p), faulting in %zu bytes", (void *)x,
+        (void *)b[1], grew);
+  /* The span split around it: both cold holes still serve 8 MiB each. */
+  unsigned char *y = malloc(8 * MiB), *z = malloc(8 * MiB);
+  CHECK(y != NULL && z != NULL, "malloc(8 MiB)");
+  CHECK((y == b[0] || y == b[2]) && (z == b[0] || z == b[2]) && y != z, "the holes beside it did not serve (%p %p)",
+        (void *)y, (void *)z);
+  touch(y, 8 * MiB, 7), touch(z, 8 * MiB, 8);
+  CHECK(x[0] == 9 && x[8 * MiB - 1] == 9, "the middle block changed under its neighbours");
+  free(x), free(y), free(z), free(b[3]);
+  malloc_trim(0);
+}
+
 /* Resident pages of [p, p+n) (page-aligned p), by mincore. */
 static size_t resident_pages(const void *p, size_t n)
 {
@@ -142,6 +211,7 @@ int main(int argc, char **argv)
   const char *what = argc > 1 ? argv[1] : "all";
   if (!strcmp(what, "place") || !strcmp(what, "all")) place();
   if (!strcmp(what, "calloc") || !strcmp(what, "all")) calloc_sparse();
+  if (!strcmp(what, "window") || !strcmp(what, "all")) window();
   if (!strcmp(what, "age")) age();
   return 0;
 }
