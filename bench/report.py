@@ -577,6 +577,20 @@ def goals(S, benches, allocs, ratio, best_peer_name, min_peer_rss, readme=False)
         out.append(f"| 16- and 64-thread rows ≥ {GOAL_ALL:.1f}× best peer with peak RSS ≤ {GOAL_RSS:.1f}× smallest | "
                    + (f"short on {len(bad)} of {len(mt)}: " + ", ".join(bad) if bad else f"all {len(mt)}")
                    + f" | {'✗' if bad else '✓'} |")
+    # against the older build measured in the same run
+    vb = [b for b in benches if S.get((b, "hakmem"), {}).get("med") and S.get((b, BASE), {}).get("med")]
+    if vb:
+        below = sorted((S[(b, "hakmem")]["med"] / S[(b, BASE)]["med"], b) for b in vb
+                       if S[(b, "hakmem")]["med"] < S[(b, BASE)]["med"])
+        apart = [b for b in vb if base_apart(S[(b, "hakmem")], S[(b, BASE)]) == "slower"]
+        detail = (f"median below on {len(below)} of {len(vb)}" +
+                  (" (" + ", ".join(f"{b} {x:.2f}" for x, b in below) + ")" if below else "") +
+                  f"; ranges apart (hakmem's fastest run below hakmem-base's slowest) on {len(apart)}" +
+                  (" (" + ", ".join(apart) + ")" if apart else ""))
+        # Met only when no median is below; medians below with every range
+        # overlapping are not called met, only "within the spread".
+        met = "✗" if apart else ("within the spread" if below else "✓")
+        out.append(f"| no benchmark slower than hakmem-base | {detail} | {met} |")
     # real programs
     rp = [b for b in REAL if b in benches and best_peer_name(b)]
     if rp:
@@ -729,10 +743,14 @@ def vs_base(S, benches, meta, readme=False):
                f"hakmem-base is an older hakmem build{what}, run in the same interleaved "
                "sequence as the other allocators. *ratio* = hakmem's median throughput / hakmem-base's "
                "(above 1.00 = the current build is faster); *RSS ratio* = hakmem's peak RSS / "
-               "hakmem-base's (below 1.00 = the current build uses less memory).\n"]
-    out += ["| benchmark | hakmem ops/s | hakmem-base ops/s | ratio | peak RSS hakmem | peak RSS hakmem-base | RSS ratio |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+               "hakmem-base's (below 1.00 = the current build uses less memory). *apart* says "
+               "whether the two builds' min–max ranges of throughput are apart: *slower* or *faster* "
+               "when they do not overlap, blank when they do (the difference is within the spread "
+               "of the repeats on this machine).\n"]
+    out += ["| benchmark | hakmem ops/s | hakmem-base ops/s | ratio | apart | peak RSS hakmem | peak RSS hakmem-base | RSS ratio |",
+            "|---|---:|---:|---:|:---:|---:|---:|---:|"]
     logs = []
+    apart = {"slower": [], "faster": []}
     for b in benches:
         h, o = S.get((b, "hakmem"), {}), S.get((b, BASE), {})
         hm, om = h.get("med"), o.get("med")
@@ -744,12 +762,31 @@ def vs_base(S, benches, meta, readme=False):
         else:
             rs = "–"
         cell = lambda st, m: fmt_rate(m) if m else ("FAIL" if st.get("fails") else "–")
-        out.append(f"| {b} | {cell(h, hm)} | {cell(o, om)} | {rs} | {fmt_mib(hr)} | {fmt_mib(orr)} | "
+        ap = base_apart(h, o)
+        if ap:
+            apart[ap].append(b)
+        out.append(f"| {b} | {cell(h, hm)} | {cell(o, om)} | {rs} | {ap} | {fmt_mib(hr)} | {fmt_mib(orr)} | "
                    f"{fmt_ratio(hr / orr if hr and orr else None)} |")
     if logs:
-        out.append(f"| geometric mean | | | {math.exp(sum(logs) / len(logs)):.2f} | | | |")
+        out.append(f"| geometric mean | | | {math.exp(sum(logs) / len(logs)):.2f} | | | | |")
+    out.append("")
+    for k in ("slower", "faster"):
+        out.append(f"Ranges apart, hakmem {k}: {len(apart[k])}" +
+                   (" (" + ", ".join(apart[k]) + ")" if apart[k] else "") + ".")
     out.append("")
     return out
+
+
+def base_apart(h, o):
+    """'slower' or 'faster' when hakmem's and hakmem-base's min–max throughput
+    ranges do not overlap, else '' (within the spread of the repeats)."""
+    if not (h.get("max") and o.get("min") and h.get("min") and o.get("max")):
+        return ""
+    if h["max"] < o["min"]:
+        return "slower"
+    if h["min"] > o["max"]:
+        return "faster"
+    return ""
 
 
 def chart(S, benches, allocs, ratio, base):
