@@ -189,6 +189,15 @@ static void arena_remove_span(large_arena_t *a, unsigned i) {
   a->nfree--;
 }
 
+/* span becomes free[i], the entries from i on moving up one (the table
+ * stays sorted by start; ARENA_MAX_FREE holds every gap between blocks). */
+static void arena_insert_span(large_arena_t *a, unsigned i, arena_span_t span) {
+  HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
+  memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
+  a->free[i] = span;
+  a->nfree++;
+}
+
 /* The window of grans granules inside the free span [st, st+c) that covers
  * the most warm granules: its start in *at, the count returned. The span's
  * ends win ties over its middle, which would split it: a freed block merges
@@ -274,12 +283,10 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
     if (s->count == 0) arena_remove_span(best, bi);
   } else if (g0 + grans == end) {
     s->count -= grans;
-  } else { /* the middle: the span splits in two (ARENA_MAX_FREE holds every gap) */
-    HAK_ASSERT(best->nfree < ARENA_MAX_FREE);
-    memmove(&best->free[bi + 2], &best->free[bi + 1], (best->nfree - bi - 1) * sizeof best->free[0]);
-    best->nfree++;
-    best->free[bi + 1] = (arena_span_t){.start = g0 + grans, .count = end - g0 - grans, .freed_ms = s->freed_ms};
+  } else { /* the middle: the span splits in two */
+    arena_span_t tail = {.start = g0 + grans, .count = end - g0 - grans, .freed_ms = s->freed_ms};
     s->count = g0 - s->start;
+    arena_insert_span(best, bi + 1, tail);
   }
   best->used += grans;
   *out = best;
@@ -311,10 +318,7 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
     a->free[i].count += count;
     a->free[i].freed_ms = now;
   } else {
-    HAK_ASSERT(a->nfree < ARENA_MAX_FREE);
-    memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
-    a->free[i] = (arena_span_t){.start = start, .count = count, .freed_ms = now};
-    a->nfree++;
+    arena_insert_span(a, i, (arena_span_t){.start = start, .count = count, .freed_ms = now});
   }
 }
 
