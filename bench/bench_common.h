@@ -111,6 +111,35 @@ static BENCH_UNUSED long long bench_arg(int argc, char **argv, int i, long long 
     return v;
 }
 
+/* THREADS ITERS WS MIN MAX SEED, the arguments of the multi-threaded random
+ * mixed benchmarks (bench_mid_large_mt, bench_written): --help prints their
+ * usage with the defaults given and exits; THREADS must be in 1..1024, WS in
+ * 1..2^32-1, and 0 < MIN <= MAX. THREADS defaults to 2, SEED to 1. */
+typedef struct bench_twmm {
+    uint64_t threads, iters, ws, seed;
+    size_t min, max;
+} bench_twmm;
+
+static BENCH_UNUSED bench_twmm bench_twmm_args(int argc, char **argv, long long iters, long long ws,
+                                               long long min, long long max)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: %s [THREADS=2] [ITERS=%lld] [WS=%lld] [MIN=%lld MAX=%lld] [SEED=1]\n", argv[0],
+               iters, ws, min, max);
+        exit(0);
+    }
+    bench_twmm a = {(uint64_t)bench_arg(argc, argv, 1, 2), (uint64_t)bench_arg(argc, argv, 2, iters),
+                    (uint64_t)bench_arg(argc, argv, 3, ws), (uint64_t)bench_arg(argc, argv, 6, 1),
+                    (size_t)bench_arg(argc, argv, 4, min), (size_t)bench_arg(argc, argv, 5, max)};
+    if (a.threads == 0 || a.threads > 1024)
+        bench_die("THREADS must be in 1..1024");
+    if (a.ws == 0 || a.ws > 0xffffffffu)
+        bench_die("WS must be in 1..2^32-1");
+    if (a.min == 0 || a.max < a.min)
+        bench_die("need 0 < MIN <= MAX");
+    return a;
+}
+
 /* The ITERS WS SEED arguments shared by the random-mixed-style benchmarks:
  * --help prints their usage (and extra lines, if any) and exits; WS must be
  * in 1..2^32-1. */

@@ -37,23 +37,9 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [ITERS=1000000] [WS=400] [MIN=8192 MAX=32768] [SEED=1]\n",
-               argv[0]);
-        return 0;
-    }
-    uint64_t threads = (uint64_t)bench_arg(argc, argv, 1, 2);
-    uint64_t iters = (uint64_t)bench_arg(argc, argv, 2, 1000000);
-    uint64_t ws = (uint64_t)bench_arg(argc, argv, 3, 400);
-    size_t min = (size_t)bench_arg(argc, argv, 4, 8192);
-    size_t max = (size_t)bench_arg(argc, argv, 5, 32768);
-    uint64_t seed = (uint64_t)bench_arg(argc, argv, 6, 1);
-    if (threads == 0 || threads > 1024)
-        bench_die("THREADS must be in 1..1024");
-    if (ws == 0 || ws > 0xffffffffu)
-        bench_die("WS must be in 1..2^32-1");
-    if (min == 0 || max < min)
-        bench_die("need 0 < MIN <= MAX");
+    bench_twmm args = bench_twmm_args(argc, argv, 1000000, 400, 8192, 32768);
+    uint64_t threads = args.threads, iters = args.iters, ws = args.ws, seed = args.seed;
+    size_t min = args.min, max = args.max;
     int baseline = bench_baseline_mode();
 
     worker *w = calloc(threads, sizeof *w);
