@@ -5,8 +5,8 @@ Standard library only. Called by run.sh:
   report.py suite RAW.tsv META.tsv OUT.md CHART_BASENAME [README.md]
   report.py instr RAW.tsv META.tsv OUT.md
   report.py callgrind CALLGRIND.OUT FUNCTION     (prints ir= bc= bi= of FUNCTION's callees)
-  report.py acct PERIODIC_FILE [EXIT_FILE...]    (prints key=value of the statistics report with the
-                                                  largest resident total: hakmem's split at peak;
+  report.py acct PERIODIC_FILE [EXIT_FILE...]    (prints key=value of the statistics report at the
+                                                  process's largest RSS: hakmem's split at peak;
                                                   the exit report only if no periodic one exists)
 """
 import math
@@ -408,12 +408,16 @@ def acct_pick(paths):
     reps = acct_reports(paths[:1]) or acct_reports(paths[1:])
     if not reps:
         return ""
-    # Memory a program frees is often kept (free blocks, slabs in the decay window), so
-    # reports after its last frees can be as big as the peak: among the reports within 3 %
-    # of the largest, the one with the most live bytes is the peak's split.
-    top = max(r["resident"] for r in reps)
-    peak = max((r for r in reps if r["resident"] >= 0.97 * top),
-               key=lambda r: (r["requested"] + r["rounding"], r["resident"]))
+    # The peak is the process's (its VmHWM): the candidates are the reports whose process
+    # RSS is within 3 % of the largest. Memory a program frees is often kept (free
+    # blocks, slabs in the decay window), so reports after its last frees can be as big
+    # as the peak, or bigger in hakmem's own resident total (real_sqlite's report after
+    # its VACUUM's frees: 31 MiB of free slabs, 1.5 MiB more resident than at the
+    # peak, the same process RSS): among the candidates, the one with the most live
+    # bytes is the peak's split.
+    top = max(r["process"] for r in reps)
+    peak = max((r for r in reps if r["process"] >= 0.97 * top),
+               key=lambda r: (r["requested"] + r["rounding"], r["process"]))
     peak["reports"] = len(reps)
     return " ".join(f"{k}={v}" for k, v in peak.items())
 
@@ -435,7 +439,7 @@ def acct_section(raw):
     out = ["## Where hakmem's resident bytes go (at peak)\n",
            "One more run of hakmem per benchmark, not timed, with `HAKMEM_STATS=1 "
            "HAKMEM_STATS_INTERVAL_MS=10`: of its statistics reports (every 10 ms; the exit report only "
-           "when the run was too short for any), the one with the largest resident total (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
+           "when the run was too short for any), the one with the largest process RSS (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
            "explains, in MiB. *hakmem* is the sum of the items; *other* is the rest of the process "
            "at that moment (program, libraries, stacks); *peak RSS* is that run's VmHWM. *rounding* "
            "is a model (half the size-class gap per live block), and *requested* is live blocks less it. "

@@ -484,7 +484,7 @@ ACCT=$RESULTS/acct-latest.tsv # hakmem's resident split at peak, one line per be
 # used to rewrite the file, so latest.md and acct-latest.tsv described different runs).
 [ $SECURE_REPORT = 1 ] || : >"$ACCT"
 # One more hakmem run per benchmark, untimed, with periodic statistics reports: the one
-# with the largest resident total is where hakmem's memory goes at peak.
+# at the process's largest RSS is where hakmem's memory goes at peak.
 acct_run() { # bname benv prog args
   local row name pre envs expect m=""
   for row in "${OK_ROWS[@]}"; do [ "${row%%|*}" = hakmem ] && IFS='|' read -r name pre envs expect <<<"$row"; done
