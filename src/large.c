@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #define LARGE_MAGIC 0x4c41524745484b4dull /* "MKHEGRAL" */
@@ -38,11 +39,14 @@ typedef struct large_hdr {
 } large_hdr_t;
 
 /* ---- arenas: blocks of 1..32 MiB carved from 128 MiB reservations -------
- * Freed spans coalesce and stay committed for the purge delay, so a
- * program cycling big buffers of varying sizes reuses faulted-in pages
- * instead of mapping (and faulting) fresh ones each time. All of an arena's
- * 4 MiB regions are marked OWN_LARGE for its lifetime; each block still has
- * its header just below the user pointer. Guarded by large_lock. */
+ * (and from HAKMEM_ARENA_MIN, 64 KiB by default, up: alloc.c.) Freed spans
+ * coalesce and stay committed for the purge delay, so a program cycling
+ * big buffers of varying sizes reuses faulted-in pages instead of mapping
+ * (and faulting) fresh ones each time, and a freed block of one size
+ * serves any other. All of an arena's 4 MiB regions are marked OWN_LARGE
+ * for its lifetime; each block still has its header just below the user
+ * pointer. Each arena belongs to one group (large_group_t) and is guarded
+ * by its group's lock. */
 #define ARENA_SIZE ((size_t)128 << 20)
 #define ARENA_GRAN_SHIFT 16
 #define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
@@ -52,6 +56,14 @@ typedef struct large_hdr {
  * blocks at worst: half the granules, plus one. */
 #define ARENA_MAX_FREE (ARENA_GRANS / 2 + 2)
 #define ARENA_BLOCK_MAX ((size_t)32 << 20)
+
+/* Free spans by length, for the fit: one bin per length up to
+ * ARENA_EXACT_BINS granules (2 MiB: every block up to HAK_SMALL_MAX and
+ * its header fits an exact bin), then one per power of two up to
+ * ARENA_GRANS. */
+#define ARENA_EXACT_BINS 32u
+#define ARENA_BINS (ARENA_EXACT_BINS + 6u)
+_Static_assert(ARENA_GRANS == 2048u, "the power-of-two bins above 32 granules end at 2047");
 
 typedef struct arena_span {
   uint32_t start, count; /* in granules */
@@ -77,14 +89,24 @@ typedef struct arena_span {
  * epoch_ms, so for at least the delay; then the epoch starts again. A
  * granule goes back between one and two purge delays after its last
  * free, whatever its neighbours do. */
+struct large_group;
 typedef struct large_arena {
   uint8_t *base;
   struct large_arena *next;
+  struct large_group *group; /* whose lock guards this arena */
   uint32_t nfree;        /* entries in free[], sorted by start */
   uint32_t used;         /* granules in blocks */
   uint64_t epoch_ms;     /* when recent[] was last cleared */
   uint64_t warm[ARENA_GRANS / 64];
   uint64_t recent[ARENA_GRANS / 64];
+  /* The fit index (arena_fit): bin_bits[b] has bit g set when a free span
+   * of bin b (arena_bin) starts at granule g; bin_words[b] says which of
+   * its words are not 0, bin_mask which bins are not empty; span_len[g]
+   * is the length of the free span starting at g. */
+  uint64_t bin_mask;
+  uint32_t bin_words[ARENA_BINS];
+  uint64_t bin_bits[ARENA_BINS][ARENA_GRANS / 64];
+  uint16_t span_len[ARENA_GRANS];
   arena_span_t free[ARENA_MAX_FREE];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
@@ -117,12 +139,51 @@ static large_slot_t large_cache_remove(unsigned i) {
   return e;
 }
 
-static large_arena_t *large_arenas;
-static uint64_t large_next_purge_ms;
-/* Bytes of free arena spans that may be resident: they go back by time
- * only (decay.h), so big buffers cycled faster than the purge delay never
- * fault their pages in again. */
-static size_t arena_dirty_bytes;
+/* Arena groups. With one lock for every thread's big blocks, two threads
+ * on two cores waited for each other on every call (bench_mid_large_mt
+ * with 64 KiB..1 MiB blocks: 5.4 M operations a second at 2 threads, 9.3 M
+ * at 1); with a group each, 18..24 M. There are as many groups as CPUs the
+ * process may run on (up to LARGE_GROUPS); a thread takes the next group
+ * in turn at its first arena block and keeps it, and a free goes to the
+ * group of its block's arena, whoever frees it. Few groups keep the pools
+ * few: 16 threads cycling 64 KiB..1 MiB blocks on 2 cores peaked at 280
+ * MiB with four groups, 255..257 with two, 257 with one (tcmalloc 266).
+ * (A group by the CPU a thread runs on at each call shared the locks
+ * better, 147..155 k operations a second there against 106..128 k, but a
+ * thread's first call on a CPU could then map that group's first arena in
+ * a steady state: test_decay steady.) */
+#define LARGE_GROUPS 8
+typedef struct large_group {
+  pthread_mutex_t lock;
+  large_arena_t *arenas;
+  uint64_t next_purge_ms;
+  /* Bytes of free arena spans that may be resident: they go back by time
+   * only (decay.h), so big buffers cycled faster than the purge delay
+   * never fault their pages in again. */
+  size_t dirty_bytes;
+} large_group_t;
+static large_group_t large_groups[LARGE_GROUPS] = {[0 ... LARGE_GROUPS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static unsigned large_ngroups;         /* CPUs, 1..LARGE_GROUPS; 0 until the first pick */
+static _Atomic unsigned large_group_turn;
+static HAK_TLS large_group_t *large_my_group;
+
+static large_group_t *large_group_mine(void) {
+  if (HAK_LIKELY(large_my_group != NULL)) return large_my_group;
+  unsigned n = __atomic_load_n(&large_ngroups, __ATOMIC_RELAXED);
+  if (n == 0) {
+    cpu_set_t set;
+    n = 1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+      unsigned c = 0;
+      for (unsigned i = 0; i < sizeof set / sizeof(unsigned long); i++)
+        c += (unsigned)__builtin_popcountl(((const unsigned long *)&set)[i]);
+      n = c < 1 ? 1 : c > LARGE_GROUPS ? LARGE_GROUPS : c;
+    }
+    __atomic_store_n(&large_ngroups, n, __ATOMIC_RELAXED);
+  }
+  large_my_group = &large_groups[atomic_fetch_add_explicit(&large_group_turn, 1, memory_order_relaxed) % n];
+  return large_my_group;
+}
 
 /* decay's slot (decay.h), registered when large.c first maps memory:
  * before that it holds nothing to purge. large_purge counts its bytes. */
@@ -169,7 +230,77 @@ static bool arena_granule_warm(const large_arena_t *a, uint32_t g) {
   return (a->warm[g >> 6] >> (g & 63)) & 1;
 }
 
-static large_arena_t *arena_new(void) {
+static unsigned arena_bin(uint32_t count) {
+  if (count <= ARENA_EXACT_BINS) return count - 1;
+  return ARENA_EXACT_BINS + (unsigned)(31 - __builtin_clz(count)) - 5u; /* 33..63 -> 32, ... */
+}
+
+static void arena_index_add(large_arena_t *a, uint32_t start, uint32_t count) {
+  unsigned b = arena_bin(count), w = start >> 6;
+  a->bin_bits[b][w] |= (uint64_t)1 << (start & 63);
+  a->bin_words[b] |= (uint32_t)1 << w;
+  a->bin_mask |= (uint64_t)1 << b;
+  a->span_len[start] = (uint16_t)count;
+}
+
+static void arena_index_del(large_arena_t *a, uint32_t start, uint32_t count) {
+  unsigned b = arena_bin(count), w = start >> 6;
+  a->bin_bits[b][w] &= ~((uint64_t)1 << (start & 63));
+  if (a->bin_bits[b][w] == 0) {
+    a->bin_words[b] &= ~((uint32_t)1 << w);
+    if (a->bin_words[b] == 0) a->bin_mask &= ~((uint64_t)1 << b);
+  }
+}
+
+/* The start of a free span of a that fits grans granules, UINT32_MAX if
+ * none: the tightest, as far as the bins tell (in an exact bin any span
+ * is; in a power-of-two bin, the tightest of its spans that fit). Bits and
+ * counting zeros, where a scan of every free span cost a few hundred
+ * instructions once blocks of 64 KiB..1 MiB lived here. */
+static uint32_t arena_fit(const large_arena_t *a, uint32_t grans) {
+  unsigned b0 = arena_bin(grans);
+  for (uint64_t m = a->bin_mask & (~(uint64_t)0 << b0); m != 0; m &= m - 1) {
+    unsigned b = (unsigned)__builtin_ctzll(m);
+    if (b < ARENA_EXACT_BINS || b > b0) {
+      unsigned w = (unsigned)__builtin_ctz(a->bin_words[b]);
+      return (w << 6) + (uint32_t)__builtin_ctzll(a->bin_bits[b][w]);
+    }
+    uint32_t best = UINT32_MAX, bc = UINT32_MAX;
+    for (uint32_t ws = a->bin_words[b]; ws != 0; ws &= ws - 1) {
+      unsigned w = (unsigned)__builtin_ctz(ws);
+      for (uint64_t x = a->bin_bits[b][w]; x != 0; x &= x - 1) {
+        uint32_t st = (w << 6) + (uint32_t)__builtin_ctzll(x), c = a->span_len[st];
+        if (c >= grans && c < bc) best = st, bc = c;
+      }
+    }
+    if (best != UINT32_MAX) return best;
+  }
+  return UINT32_MAX;
+}
+
+/* The index in free[] of the span starting at granule start, or of the
+ * first span after it (nfree if none): free[] is sorted by start. */
+static unsigned arena_span_at(const large_arena_t *a, uint32_t start) {
+  unsigned lo = 0, hi = a->nfree;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (a->free[mid].start < start)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* free[i] becomes [start, start+count), count > 0; its age stays. */
+static void arena_span_set(large_arena_t *a, unsigned i, uint32_t start, uint32_t count) {
+  arena_index_del(a, a->free[i].start, a->free[i].count);
+  a->free[i].start = start;
+  a->free[i].count = count;
+  arena_index_add(a, start, count);
+}
+
+static large_arena_t *arena_new(large_group_t *g) {
   uint8_t *base = os_map_aligned(ARENA_SIZE, HAK_SS_SIZE);
   if (base == NULL) return NULL;
   large_decay_register();
@@ -178,13 +309,16 @@ static large_arena_t *arena_new(void) {
   a->nfree = 1;
   a->used = 1; /* granule 0 holds this descriptor */
   a->free[0] = (arena_span_t){.start = 1, .count = ARENA_GRANS - 1};
+  arena_index_add(a, 1, ARENA_GRANS - 1);
   for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_LARGE);
-  a->next = large_arenas;
-  large_arenas = a;
+  a->group = g;
+  a->next = g->arenas;
+  g->arenas = a;
   return a;
 }
 
 static void arena_remove_span(large_arena_t *a, unsigned i) {
+  arena_index_del(a, a->free[i].start, a->free[i].count);
   memmove(&a->free[i], &a->free[i + 1], (a->nfree - i - 1) * sizeof a->free[0]);
   a->nfree--;
 }
@@ -196,6 +330,7 @@ static void arena_insert_span(large_arena_t *a, unsigned i, arena_span_t span) {
   memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof a->free[0]);
   a->free[i] = span;
   a->nfree++;
+  arena_index_add(a, span.start, span.count);
 }
 
 /* The window of grans granules inside the free span [st, st+c) that covers
@@ -214,7 +349,7 @@ static uint32_t arena_window(large_arena_t *a, uint32_t st, uint32_t c, uint32_t
   return best;
 }
 
-/* Best fit over every arena among the spans whose first grans granules are
+/* Best fit over every arena of g among the spans whose first grans granules are
  * all warm, else the fit that covers the most warm granules (a new arena if
  * none fits). A block
  * placed on warm granules faults nothing in and adds nothing to the
@@ -223,21 +358,21 @@ static uint32_t arena_window(large_arena_t *a, uint32_t st, uint32_t c, uint32_t
  * (bench_big_buffers' pattern, 13 seeds, a model of the arenas) preferring
  * a warm fit lowered the peak of resident arena granules against the peak
  * of live ones from 1.30x to 1.22x (geometric mean; worst 1.46x to 1.29x)
- * and the bytes faulted in by 9 %. Under large_lock. Sets *zero when no
+ * and the bytes faulted in by 9 %. Under g->lock. Sets *zero when no
  * granule of the block is warm (all fresh zero pages); warm_out (if not
  * NULL) gets the block's warm bits, bit j for its granule j. !cold_ok:
  * NULL rather than a fit that is not all warm (the caller has resident
  * memory elsewhere). */
-static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint64_t *warm_out, bool cold_ok) {
+static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out, bool *zero, uint64_t *warm_out,
+                           bool cold_ok) {
   large_arena_t *best = NULL;
   unsigned bi = 0;
   uint32_t bc = UINT32_MAX;
-  for (large_arena_t *a = large_arenas; a != NULL && bc != grans; a = a->next)
-    for (unsigned i = 0; i < a->nfree; i++)
-      if (a->free[i].count >= grans && a->free[i].count < bc) {
-        best = a, bi = i, bc = a->free[i].count;
-        if (bc == grans) break;
-      }
+  for (large_arena_t *a = g->arenas; a != NULL && bc != grans; a = a->next) {
+    uint32_t st = arena_fit(a, grans);
+    if (st != UINT32_MAX && a->span_len[st] < bc) best = a, bi = st, bc = a->span_len[st];
+  }
+  if (best != NULL) bi = arena_span_at(best, bi); /* the start found, as its index in free[] */
   /* The best fit is warm in a steady state: one test. Only when it would
    * fault pages in are the other spans looked at, and then the faults cost
    * more than the search: the block goes where it covers the most warm
@@ -247,11 +382,14 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
   if (best != NULL && !bwarm) {
     uint32_t bw = 0;
     bc = UINT32_MAX;
-    for (large_arena_t *a = large_arenas; a != NULL && !(bw == grans && bc == grans); a = a->next)
+    for (large_arena_t *a = g->arenas; a != NULL && !(bw == grans && bc == grans); a = a->next)
       for (unsigned i = 0; i < a->nfree; i++) {
-        uint32_t c = a->free[i].count, at;
+        uint32_t c = a->free[i].count, at = a->free[i].start;
         if (c < grans) continue;
-        uint32_t w = arena_window(a, a->free[i].start, c, grans, &at);
+        /* A span with no warm granule (an arena's untouched tail, hundreds
+         * of granules) scores 0 wherever the block goes: no window slid
+         * over it. */
+        uint32_t w = arena_warm(a, at, c, WARM_COUNT) == 0 ? 0 : arena_window(a, at, c, grans, &at);
         if (w > bw || (w == bw && c < bc)) {
           best = a, bi = i, bc = c, bw = w, g0 = at;
           if (bw == grans && bc == grans) break;
@@ -261,7 +399,7 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
   }
   if (!bwarm && !cold_ok) return NULL;
   if (best == NULL) {
-    best = arena_new();
+    best = arena_new(g);
     if (best == NULL) return NULL;
     bi = 0;
     g0 = best->free[0].start;
@@ -273,19 +411,20 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
     for (uint32_t j = 0; j < grans; j++)
       if (bwarm || arena_granule_warm(best, g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
   size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
-  arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+  g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
   arena_warm(best, g0, grans, WARM_SET);
   arena_span_t *s = &best->free[bi];
   uint32_t end = s->start + s->count;
   if (g0 == s->start) {
-    s->start += grans;
-    s->count -= grans;
-    if (s->count == 0) arena_remove_span(best, bi);
+    if (s->count == grans)
+      arena_remove_span(best, bi);
+    else
+      arena_span_set(best, bi, s->start + grans, s->count - grans);
   } else if (g0 + grans == end) {
-    s->count -= grans;
+    arena_span_set(best, bi, s->start, s->count - grans);
   } else { /* the middle: the span splits in two */
     arena_span_t tail = {.start = g0 + grans, .count = end - g0 - grans, .freed_ms = s->freed_ms};
-    s->count = g0 - s->start;
+    arena_span_set(best, bi, s->start, g0 - s->start);
     arena_insert_span(best, bi + 1, tail);
   }
   best->used += grans;
@@ -296,26 +435,24 @@ static uint8_t *arena_take(uint32_t grans, large_arena_t **out, bool *zero, uint
 /* Give granules [start, start+count) back (all warm: they were a block's),
  * merging with free neighbours.
  * Blocks are at least one granule, so an arena holds at most ARENA_GRANS/2
- * gaps between blocks: the table never overflows. Under large_lock. */
+ * gaps between blocks: the table never overflows. Under its group's lock. */
 static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t now) {
   a->used -= count;
   arena_bits(a->recent, start, count, WARM_SET);
-  arena_dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
-  unsigned i = 0;
-  while (i < a->nfree && a->free[i].start < start) i++;
+  a->group->dirty_bytes += (size_t)count << ARENA_GRAN_SHIFT;
+  unsigned i = arena_span_at(a, start);
   bool prev = i > 0 && a->free[i - 1].start + a->free[i - 1].count == start;
   bool next = i < a->nfree && start + count == a->free[i].start;
   if (prev) {
-    arena_span_t *p = &a->free[i - 1];
-    p->count += count;
+    uint32_t add = count;
     if (next) {
-      p->count += a->free[i].count;
+      add += a->free[i].count;
       arena_remove_span(a, i);
     }
-    p->freed_ms = now;
+    arena_span_set(a, i - 1, a->free[i - 1].start, a->free[i - 1].count + add);
+    a->free[i - 1].freed_ms = now;
   } else if (next) {
-    a->free[i].start = start;
-    a->free[i].count += count;
+    arena_span_set(a, i, start, a->free[i].count + count);
     a->free[i].freed_ms = now;
   } else {
     arena_insert_span(a, i, (arena_span_t){.start = start, .count = count, .freed_ms = now});
@@ -324,7 +461,7 @@ static void arena_put(large_arena_t *a, uint32_t start, uint32_t count, uint64_t
 
 /* Decommit the warm granules of [lo, lo+n), all free, in one madvise from
  * the first warm granule to the last: the cold ones between cost the
- * kernel a page-table walk, not a syscall. Under large_lock. */
+ * kernel a page-table walk, not a syscall. Under its group's lock. */
 static void arena_decommit(large_arena_t *a, uint32_t lo, uint32_t n) {
   uint32_t warm = arena_warm(a, lo, n, WARM_COUNT), hi = lo + n;
   if (warm == 0) return;
@@ -333,7 +470,8 @@ static void arena_decommit(large_arena_t *a, uint32_t lo, uint32_t n) {
   os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
   arena_warm(a, lo, hi - lo, WARM_CLEAR);
   size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
-  arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
+  large_group_t *g = a->group;
+  g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
   decay_count(b);
 }
 
@@ -344,11 +482,11 @@ static bool arena_granule_recent(const large_arena_t *a, uint32_t g) {
 /* Decommit free spans idle for the purge delay, and at the end of an
  * arena's epoch the granules of the others free since before it (see
  * recent[]); unmap arenas that are wholly free and clean, keeping one.
- * Under large_lock. Lowers *next to when the next warm granule becomes
+ * Under g->lock. Lowers *next to when the next warm granule becomes
  * due. */
-static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
+static void arena_purge_locked(large_group_t *g, uint64_t now, bool force, uint64_t *next) {
   uint64_t delay = opt.purge_delay_ms;
-  large_arena_t **link = &large_arenas;
+  large_arena_t **link = &g->arenas;
   while (*link != NULL) {
     large_arena_t *a = *link;
     bool clean = true;
@@ -383,7 +521,7 @@ static void arena_purge_locked(uint64_t now, bool force, uint64_t *next) {
       memset(a->recent, 0, sizeof a->recent);
       a->epoch_ms = now;
     }
-    if (a->used == 1 && clean && (force || a != large_arenas || a->next != NULL)) {
+    if (a->used == 1 && clean && (force || a != g->arenas || a->next != NULL)) {
       *link = a->next;
       uint8_t *base = a->base;
       for (size_t r = 0; r < ARENA_SIZE; r += HAK_SS_SIZE) ownmap_set(base + r, OWN_NONE);
@@ -580,18 +718,25 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     large_arena_t *arena = NULL;
     bool zero = false;
     uint64_t warm[ARENA_BLOCK_MAX / ARENA_GRAN / 64] = {0};
-    pthread_mutex_lock(&large_lock);
+    large_group_t *g = large_group_mine();
+    pthread_mutex_lock(&g->lock);
     /* Resident pages first: a freed mapping in the cache serves the block
      * before the arenas fault fresh pages in for it. Not for calloc: a
      * cold fit needs no clearing and costs only the pages the program
-     * touches, the mapping would be written whole. */
-    int ci = zeroed == NULL && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
-    uint8_t *span = arena_take(grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
+     * touches, the mapping would be written whole. The cache's lock
+     * nests inside the group's, taken only when the cache holds
+     * something (the count is read without it: a stale value costs a
+     * look at an empty cache or a missed entry). */
+    bool look = zeroed == NULL && __atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) > 0;
+    if (look) pthread_mutex_lock(&large_lock);
+    int ci = look && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
+    uint8_t *span = arena_take(g, grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
       exact = true; /* held to the page, as the arena would have held it */
     }
-    pthread_mutex_unlock(&large_lock);
+    if (look) pthread_mutex_unlock(&large_lock);
+    pthread_mutex_unlock(&g->lock);
     if (span != NULL) {
       uint8_t *user = span + off;
       if (zeroed != NULL && !zero) {
@@ -663,9 +808,14 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
   large_slot_t drop[LARGE_CACHE_SLOTS];
   unsigned nd = 0;
   uint64_t next = UINT64_MAX;
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
+    large_group_t *g = &large_groups[k];
+    pthread_mutex_lock(&g->lock);
+    g->next_purge_ms = now_ms + opt.purge_delay_ms;
+    arena_purge_locked(g, now_ms, force, &next);
+    pthread_mutex_unlock(&g->lock);
+  }
   pthread_mutex_lock(&large_lock);
-  large_next_purge_ms = now_ms + opt.purge_delay_ms;
-  arena_purge_locked(now_ms, force, &next);
   nd = large_cache_expire_locked(now_ms, force, drop, &next);
   pthread_mutex_unlock(&large_lock);
   for (unsigned i = 0; i < nd; i++) {
@@ -688,12 +838,13 @@ void large_free(void *p, unsigned v, const char *call) {
   uint64_t now = os_now_ms();
   if (h->arena != NULL) {
     large_arena_t *a = h->arena;
-    pthread_mutex_lock(&large_lock);
+    large_group_t *g = a->group;
+    pthread_mutex_lock(&g->lock);
     arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
               (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
-    bool due = now >= large_next_purge_ms;
-    size_t idle = arena_dirty_bytes;
-    pthread_mutex_unlock(&large_lock);
+    bool due = now >= g->next_purge_ms;
+    size_t idle = g->dirty_bytes;
+    pthread_mutex_unlock(&g->lock);
     if (due) large_purge(now, false);
     decay_note_idle(idle);
     return;
@@ -736,29 +887,29 @@ void *large_realloc(void *p, unsigned v, size_t size) {
     if (want <= have && want >= have / 2) return p;
     uint32_t start = (uint32_t)((size_t)(h->base - a->base) >> ARENA_GRAN_SHIFT);
     bool ok = false;
-    pthread_mutex_lock(&large_lock);
+    large_group_t *g = a->group;
+    pthread_mutex_lock(&g->lock);
     if (want <= have) {
       if (want < have / 2) arena_put(a, start + want, have - want, os_now_ms());
       else want = have;
       ok = true;
     } else {
       /* Grow into the free span right after the block, if there is one. */
-      for (unsigned i = 0; i < a->nfree; i++) {
-        arena_span_t *s = &a->free[i];
-        if (s->start == start + have && s->count >= want - have) {
-          size_t b = (size_t)arena_warm(a, s->start, want - have, WARM_COUNT) << ARENA_GRAN_SHIFT;
-          arena_dirty_bytes = arena_dirty_bytes > b ? arena_dirty_bytes - b : 0;
-          arena_warm(a, s->start, want - have, WARM_SET);
-          s->start += want - have;
-          s->count -= want - have;
-          if (s->count == 0) arena_remove_span(a, i);
-          a->used += want - have;
-          ok = true;
-          break;
-        }
+      unsigned i = arena_span_at(a, start + have);
+      arena_span_t *s = &a->free[i];
+      if (i < a->nfree && s->start == start + have && s->count >= want - have) {
+        size_t b = (size_t)arena_warm(a, s->start, want - have, WARM_COUNT) << ARENA_GRAN_SHIFT;
+        g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
+        arena_warm(a, s->start, want - have, WARM_SET);
+        if (s->count == want - have)
+          arena_remove_span(a, i);
+        else
+          arena_span_set(a, i, s->start + (want - have), s->count - (want - have));
+        a->used += want - have;
+        ok = true;
       }
     }
-    pthread_mutex_unlock(&large_lock);
+    pthread_mutex_unlock(&g->lock);
     if (!ok) return NULL;
     h->map_size = (size_t)want << ARENA_GRAN_SHIFT;
     return p;
@@ -804,11 +955,16 @@ size_t large_usable_size(const void *p, unsigned v) {
 
 void large_stats(large_stats_t *out) {
   memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&large_lock);
-  for (large_arena_t *a = large_arenas; a != NULL; a = a->next) {
-    out->arenas++;
-    out->arena_bytes_used += (size_t)(a->used - 1) << ARENA_GRAN_SHIFT;
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
+    large_group_t *g = &large_groups[k];
+    pthread_mutex_lock(&g->lock);
+    for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
+      out->arenas++;
+      out->arena_bytes_used += (size_t)(a->used - 1) << ARENA_GRAN_SHIFT;
+    }
+    pthread_mutex_unlock(&g->lock);
   }
+  pthread_mutex_lock(&large_lock);
   out->cached = large_cache_n;
   out->cached_bytes = large_cache_bytes;
   pthread_mutex_unlock(&large_lock);
@@ -816,19 +972,27 @@ void large_stats(large_stats_t *out) {
   out->mapping_bytes = atomic_load_explicit(&large_live_map_bytes, memory_order_relaxed);
 }
 
-void large_lock_all(void) { pthread_mutex_lock(&large_lock); }
-void large_unlock_all(void) { pthread_mutex_unlock(&large_lock); }
+/* The groups' locks before the cache's, as large_alloc nests them. */
+void large_lock_all(void) {
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) pthread_mutex_lock(&large_groups[k].lock);
+  pthread_mutex_lock(&large_lock);
+}
+void large_unlock_all(void) {
+  pthread_mutex_unlock(&large_lock);
+  for (unsigned k = LARGE_GROUPS; k-- > 0;) pthread_mutex_unlock(&large_groups[k].lock);
+}
 
 /* ---- read-only accessor for the statistics' residency walk (stats.c) ----
  * Kept at the end of the file: it reads, never changes, what is above.
- * Under large_lock, so no arena or cached mapping goes away meanwhile.
+ * Under each group's lock in turn and then large_lock, so no arena or
+ * cached mapping goes away while it is told.
  * An arena is told as its descriptor granule (META), the spans between
  * its free spans (LIVE: blocks with their headers) and its free spans
  * (FREE); the mapping cache as CACHED. Dedicated mappings in use are not
  * listed anywhere (only counted): the caller takes large_stats' figure. */
-void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
-  pthread_mutex_lock(&large_lock);
-  for (large_arena_t *a = large_arenas; a != NULL; a = a->next) {
+static void large_group_regions(const large_group_t *g, void (*fn)(const void *p, size_t len, int kind, void *arg),
+                                void *arg) {
+  for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
     fn(a->base, ARENA_GRAN, LARGE_REGION_META, arg);
     uint32_t at = 1;
     for (unsigned i = 0; i < a->nfree; i++) {
@@ -844,6 +1008,16 @@ void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void 
       fn(a->base + ((size_t)at << ARENA_GRAN_SHIFT), (size_t)(ARENA_GRANS - at) << ARENA_GRAN_SHIFT,
          LARGE_REGION_LIVE, arg);
   }
+}
+
+void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
+    large_group_t *g = &large_groups[k];
+    pthread_mutex_lock(&g->lock);
+    large_group_regions(g, fn, arg);
+    pthread_mutex_unlock(&g->lock);
+  }
+  pthread_mutex_lock(&large_lock);
   for (unsigned i = 0; i < large_cache_n; i++)
     fn(large_cache[i].base, large_cache[i].size, LARGE_REGION_CACHED, arg);
   pthread_mutex_unlock(&large_lock);

@@ -73,6 +73,12 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "Bytes of freed dedicated large mappings (blocks above 32 MiB) kept for reuse, each for at "            \
     "most PURGE_DELAY_MS: a program cycling big buffers reuses their pages instead of faulting "            \
     "fresh ones in. A freed mapping bigger than this goes back at once, as glibc's do.")                    \
+  X(ARENA_MIN, arena_min, SIZE, size_t, (size_t)64 << 10, "", 8192, (uint64_t)1 << 20, "",                \
+    "malloc and calloc of more than this many bytes are served from the coalescing arenas (a pool "      \
+    "per CPU, up to four, shared by the threads that run there), where a freed block of one size "          \
+    "serves any other; below it, from the size classes' per-thread slabs, where a freed block serves "      \
+    "its own class. Blocks above 1 MiB always come from the arenas (or a mapping of their own). "           \
+    "1048576: the size classes serve everything up to 1 MiB (hakmem before this option).")               \
   X(REFILL_BYTES, refill_bytes, SIZE, size_t, 4096, "", 256, (uint64_t)1 << 20, "",                         \
     "Bytes of fresh blocks a thread carves into its cache (the current slab's free list) per "              \
     "refill: larger means fewer slow-path calls, more memory touched ahead of use.")                        \

@@ -1,0 +1,168 @@
+/*
+ * test_arena_mid.c — blocks of 64 KiB..1 MiB come from the coalescing
+ * arenas (HAKMEM_ARENA_MIN, alloc.c; large.c's groups), so that a freed
+ * block of one size serves the next of another (issue 18).
+ *
+ *   test_arena_mid PART    parts: one threads
+ *
+ * one      one thread, 64 slots, 12 000 steps: a random slot's block is
+ *          freed if it has one, else a block of 64 KiB + 1 .. 1 MiB
+ *          (log-uniform) is allocated and every page of it written. Each
+ *          block's pages are checked before its free. The resident growth
+ *          must stay within LIMIT_ONE times the largest live total (the
+ *          arenas: 1.18 times): the size classes' slabs, where a class's
+ *          free blocks serve that class only, held 1.65 times it
+ *          (HAKMEM_ARENA_MIN=1M; the figure is printed either way). And a 200 KiB block is an arena
+ *          span less its header (a multiple of 64 KiB less 64 B usable),
+ *          not a 224 KiB size class.
+ * threads  four threads do the same with 32 slots each, and every 8th
+ *          step swaps a block with one of 16 shared slots, so that blocks
+ *          are freed by other threads than their own (and by other CPUs'
+ *          arena groups): every page of every block must hold its pattern
+ *          at its free, and the growth stay within LIMIT_THREADS times the
+ *          largest live total (the arenas: 1.41; the slabs: 2.58).
+ * Run with HAKMEM_PURGE_DELAY_MS=600000 and HAKMEM_BACKGROUND_THREAD=0, so
+ * that nothing goes back by time: the growth is what the allocator kept.
+ * Every figure is printed, on success too.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE ((size_t)4096)
+#define MIN_SIZE (64 * KiB + 1)
+#define MAX_SIZE MiB
+#define LIMIT_ONE 1.45
+#define LIMIT_THREADS 2.0
+#define SHARED 16
+
+/* A block: its size and key in its first words, then a word per page. */
+static void fill(unsigned char *p, size_t n, uint64_t key)
+{
+  memcpy(p, &n, sizeof n);
+  memcpy(p + 8, &key, sizeof key);
+  for (size_t i = PAGE; i + 8 < n; i += PAGE) memcpy(p + i, &(uint64_t){pat_word(key, i)}, 8);
+  p[n - 1] = (unsigned char)key;
+}
+
+/* 0 if p holds its pattern; its size in *n. */
+static int check(const unsigned char *p, size_t *n)
+{
+  uint64_t key;
+  memcpy(n, p, sizeof *n);
+  memcpy(&key, p + 8, sizeof key);
+  if (*n < MIN_SIZE || *n > MAX_SIZE) return 1;
+  for (size_t i = PAGE; i + 8 < *n; i += PAGE) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    if (w != pat_word(key, i)) return 1;
+  }
+  return p[*n - 1] != (unsigned char)key;
+}
+
+static _Atomic size_t live_bytes, live_max, rss_max;
+static _Atomic int damaged;
+static void *shared[SHARED];
+
+static void note_max(_Atomic size_t *m, size_t v)
+{
+  size_t old = atomic_load(m);
+  while (v > old && !atomic_compare_exchange_weak(m, &old, v)) {
+  }
+}
+
+static void drop(unsigned char *p)
+{
+  size_t n;
+  if (check(p, &n)) {
+    atomic_fetch_add(&damaged, 1);
+    n = 0;
+  }
+  atomic_fetch_sub(&live_bytes, n);
+  free(p);
+}
+
+typedef struct {
+  unsigned slots, steps, id;
+  int swap;
+} run_t;
+
+static void *run(void *arg)
+{
+  const run_t *r = arg;
+  unsigned char *slot[64] = {0};
+  rng_t g;
+  rng_seed(&g, 0x5eed0000u + r->id);
+  for (unsigned s = 0; s < r->steps; s++) {
+    unsigned i = (unsigned)rng_below(&g, r->slots);
+    if (r->swap && s % 8 == 7 && slot[i] != NULL) {
+      slot[i] = __atomic_exchange_n((unsigned char **)&shared[rng_below(&g, SHARED)], slot[i], __ATOMIC_ACQ_REL);
+      continue;
+    }
+    if (slot[i] != NULL) {
+      drop(slot[i]);
+      slot[i] = NULL;
+      continue;
+    }
+    size_t n = rng_logsize(&g, MIN_SIZE, MAX_SIZE);
+    unsigned char *p = malloc(n);
+    CHECK(p != NULL, "malloc of a block of 64 KiB..1 MiB failed");
+    fill(p, n, rng_next(&g));
+    note_max(&live_max, atomic_fetch_add(&live_bytes, n) + n);
+    slot[i] = p;
+    if (s % 16 == 0) note_max(&rss_max, tu_rss_bytes());
+  }
+  for (unsigned i = 0; i < r->slots; i++)
+    if (slot[i] != NULL) drop(slot[i]);
+  return NULL;
+}
+
+static int verdict(const char *part, size_t base, double limit)
+{
+  double grew = (double)(atomic_load(&rss_max) - base), live = (double)atomic_load(&live_max);
+  printf("%s: resident growth %.1f MiB for a live peak of %.1f MiB: %.2fx (limit %.2fx); %d blocks damaged\n",
+         part, grew / MiB, live / MiB, grew / live, limit, atomic_load(&damaged));
+  return tu_fail_if(atomic_load(&damaged) != 0, "a block lost its pattern") |
+         tu_fail_if(grew > limit * live, "the freed blocks did not serve the next sizes");
+}
+
+int main(int argc, char **argv)
+{
+  const char *part = argc > 1 ? argv[1] : "one";
+  size_t base = tu_rss_bytes();
+  atomic_store(&rss_max, base);
+  int bad = 0;
+  if (strcmp(part, "one") == 0) {
+    const char *min = getenv("HAKMEM_ARENA_MIN");
+    void *q = malloc(200 * KiB);
+    size_t u = malloc_usable_size(q);
+    free(q);
+    printf("one: a block of 200 KiB has %zu usable bytes (HAKMEM_ARENA_MIN %s)\n", u, min ? min : "unset");
+    if (min == NULL) bad |= tu_fail_if((u + 64) % (64 * KiB) != 0, "a 200 KiB block is not an arena span");
+    run_t r = {64, 12000, 1, 0};
+    run(&r);
+    bad |= verdict(part, base, LIMIT_ONE);
+  } else if (strcmp(part, "threads") == 0) {
+    pthread_t t[4];
+    run_t r[4];
+    for (unsigned k = 0; k < 4; k++) {
+      r[k] = (run_t){32, 6000, k + 1, 1};
+      CHECK(pthread_create(&t[k], NULL, run, &r[k]) == 0, "pthread_create");
+    }
+    for (unsigned k = 0; k < 4; k++) pthread_join(t[k], NULL);
+    for (unsigned i = 0; i < SHARED; i++)
+      if (shared[i] != NULL) drop(shared[i]);
+    bad |= verdict(part, base, LIMIT_THREADS);
+  } else {
+    fprintf(stderr, "usage: test_arena_mid one|threads\n");
+    return 2;
+  }
+  return bad;
+}
