@@ -98,15 +98,15 @@ static void *alloc_cold(size_t size) {
 
 /* Everything malloc's fast path does not serve. heap_front.heap is set
  * only on an initialised thread with neither the libc bypass nor a closed
- * front, so sizes up to 1 MiB need no other check; the rest is alloc_cold,
- * whose first statements are initialisation and the bypass. */
-/* Above HAKMEM_ARENA_MIN (64 KiB) a block comes from the coalescing arenas
+ * front, so sizes up to HAKMEM_ARENA_MIN need no other check; the rest is
+ * alloc_cold, whose first statements are initialisation and the bypass.
+ * Above HAKMEM_ARENA_MIN (64 KiB) a block comes from the coalescing arenas
  * (large.c), not a size class: a class's free blocks serve that class
  * only, so each class of each thread kept its own high-water mark of
  * blocks of 64 KiB..1 MiB, filled ones among them (bench_written with
  * 64 KiB..1 MiB blocks written whole: 76 MiB against glibc's 43 at 2
  * threads, 380 MiB against tcmalloc's 266 at 16, where the arenas hold
- * 48 and 257..302). The price is the arena call (a lock per CPU group and
+ * 47..48 and 250..257). The price is the arena call (a lock per CPU group and
  * the span bookkeeping): bench_mid_large_mt with those sizes, a word
  * written per block, 56..69 M operations a second from the slabs, about 20
  * M from the arenas, 9.6 M with mimalloc. */

@@ -75,8 +75,8 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "fresh ones in. A freed mapping bigger than this goes back at once, as glibc's do.")                    \
   X(ARENA_MIN, arena_min, SIZE, size_t, (size_t)64 << 10, "", 8192, (uint64_t)1 << 20, "",                \
     "malloc and calloc of more than this many bytes are served from the coalescing arenas (a pool "      \
-    "per CPU, up to four, shared by the threads that run there), where a freed block of one size "          \
-    "serves any other; below it, from the size classes' per-thread slabs, where a freed block serves "      \
+    "per CPU the process may run on, up to eight; a thread keeps the one it first took), where a "          \
+    "freed block of one size serves any other; below it, from the size classes' per-thread slabs, where a freed block serves "      \
     "its own class. Blocks above 1 MiB always come from the arenas (or a mapping of their own). "           \
     "1048576: the size classes serve everything up to 1 MiB (hakmem before this option).")               \
   X(REFILL_BYTES, refill_bytes, SIZE, size_t, 4096, "", 256, (uint64_t)1 << 20, "",                         \
