@@ -100,7 +100,7 @@ static void *alloc_cold(size_t size) {
  * only on an initialised thread with neither the libc bypass nor a closed
  * front, so sizes up to HAKMEM_ARENA_MIN need no other check; the rest is
  * alloc_cold, whose first statements are initialisation and the bypass.
- * Above HAKMEM_ARENA_MIN (64 KiB) a block comes from the coalescing arenas
+ * Above HAKMEM_ARENA_MIN (128 KiB) a block comes from the coalescing arenas
  * (large.c), not a size class: a class's free blocks serve that class
  * only, so each class of each thread kept its own high-water mark of
  * blocks of 64 KiB..1 MiB, filled ones among them (bench_written with
@@ -109,7 +109,12 @@ static void *alloc_cold(size_t size) {
  * 47..48 and 250..257). The price is the arena call (a lock per CPU group and
  * the span bookkeeping): bench_mid_large_mt with those sizes, a word
  * written per block, 56..69 M operations a second from the slabs, about 20
- * M from the arenas, 9.6 M with mimalloc. */
+ * M from the arenas, 9.6 M with mimalloc. The default starts at 128 KiB,
+ * not 64: below it a class rounds closer (four per power of two, no
+ * header) than a 64 KiB granule, which gives a 65 KiB block 128 KiB, and
+ * a smaller block reusing a warm span keeps the rest resident (real_git,
+ * blobs of every size from 4 to 300 KiB: 106 -> 96 MiB; the cost, 16
+ * threads cycling filled blocks of 64 KiB..1 MiB: 255 -> 270 MiB). */
 void *alloc_slow(size_t size) {
   heap_t *h = heap_front.heap;
   if (HAK_DEBUG && heap_front.self != NULL) heap_check(heap_front.self);

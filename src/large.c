@@ -39,7 +39,7 @@ typedef struct large_hdr {
 } large_hdr_t;
 
 /* ---- arenas: blocks of 1..32 MiB carved from 128 MiB reservations -------
- * (and from HAKMEM_ARENA_MIN, 64 KiB by default, up: alloc.c.) Freed spans
+ * (and from HAKMEM_ARENA_MIN, 128 KiB by default, up: alloc.c.) Freed spans
  * coalesce and stay committed for the purge delay, so a program cycling
  * big buffers of varying sizes reuses faulted-in pages instead of mapping
  * (and faulting) fresh ones each time, and a freed block of one size

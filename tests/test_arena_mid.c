@@ -1,7 +1,10 @@
 /*
  * test_arena_mid.c — blocks of 64 KiB..1 MiB come from the coalescing
  * arenas (HAKMEM_ARENA_MIN, alloc.c; large.c's groups), so that a freed
- * block of one size serves the next of another (issue 18).
+ * block of one size serves the next of another (issue 18). CTest runs it
+ * with HAKMEM_ARENA_MIN=64K, so that every block of the range does; with
+ * the default (128K) the blocks up to 128 KiB come from the classes, and
+ * the figures (printed) were 1.24x and 1.65x.
  *
  *   test_arena_mid PART    parts: one threads
  *
@@ -28,6 +31,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +149,8 @@ int main(int argc, char **argv)
     size_t u = malloc_usable_size(q);
     free(q);
     printf("one: a block of 200 KiB has %zu usable bytes (HAKMEM_ARENA_MIN %s)\n", u, min ? min : "unset");
-    if (min == NULL) bad |= tu_fail_if((u + 64) % (64 * KiB) != 0, "a 200 KiB block is not an arena span");
+    bool arena = min == NULL || (strcmp(min, "1M") != 0 && strcmp(min, "1048576") != 0);
+    if (arena) bad |= tu_fail_if((u + 64) % (64 * KiB) != 0, "a 200 KiB block is not an arena span");
     run_t r = {64, 12000, 1, 0};
     run(&r);
     bad |= verdict(part, base, LIMIT_ONE);
