@@ -180,9 +180,7 @@ static large_group_t *large_group_mine(void) {
     cpu_set_t set;
     n = 1;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
-      unsigned c = 0;
-      for (unsigned i = 0; i < sizeof set / sizeof(unsigned long); i++)
-        c += (unsigned)__builtin_popcountl(((const unsigned long *)&set)[i]);
+      unsigned c = (unsigned)CPU_COUNT(&set);
       n = c < 1 ? 1 : c > LARGE_GROUPS ? LARGE_GROUPS : c;
     }
     __atomic_store_n(&large_ngroups, n, __ATOMIC_RELAXED);
@@ -339,6 +337,36 @@ static void arena_insert_span(large_arena_t *a, unsigned i, arena_span_t span) {
   arena_index_add(a, span.start, span.count);
 }
 
+/* warm granules' bytes left the group's free spans (taken or decommitted). */
+static void group_dirty_sub(large_group_t *g, uint32_t warm) {
+  size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
+  g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
+}
+
+/* Granules [g0, g0+n), warm of them warm, inside free[i], go into a block:
+ * from the span's front, its end or its middle (the span splits in two).
+ * arena_take and realloc's growth in place both claim this way. Under the
+ * arena's group lock. */
+static void arena_claim(large_arena_t *a, unsigned i, uint32_t g0, uint32_t n, uint32_t warm) {
+  group_dirty_sub(a->group, warm);
+  arena_warm(a, g0, n, WARM_SET);
+  arena_span_t *s = &a->free[i];
+  uint32_t end = s->start + s->count;
+  if (g0 == s->start) {
+    if (s->count == n)
+      arena_remove_span(a, i);
+    else
+      arena_span_set(a, i, s->start + n, s->count - n);
+  } else if (g0 + n == end) {
+    arena_span_set(a, i, s->start, s->count - n);
+  } else {
+    arena_span_t tail = {.start = g0 + n, .count = end - g0 - n, .freed_ms = s->freed_ms};
+    arena_span_set(a, i, s->start, g0 - s->start);
+    arena_insert_span(a, i + 1, tail);
+  }
+  a->used += n;
+}
+
 /* The window of grans granules inside the free span [st, st+c) that covers
  * the most warm granules: its start in *at, the count returned. The span's
  * ends win ties over its middle, which would split it: a freed block merges
@@ -416,24 +444,7 @@ static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out
   if (warm_out != NULL && warm != 0)
     for (uint32_t j = 0; j < grans; j++)
       if (bwarm || arena_granule_warm(best, g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
-  size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
-  g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
-  arena_warm(best, g0, grans, WARM_SET);
-  arena_span_t *s = &best->free[bi];
-  uint32_t end = s->start + s->count;
-  if (g0 == s->start) {
-    if (s->count == grans)
-      arena_remove_span(best, bi);
-    else
-      arena_span_set(best, bi, s->start + grans, s->count - grans);
-  } else if (g0 + grans == end) {
-    arena_span_set(best, bi, s->start, s->count - grans);
-  } else { /* the middle: the span splits in two */
-    arena_span_t tail = {.start = g0 + grans, .count = end - g0 - grans, .freed_ms = s->freed_ms};
-    arena_span_set(best, bi, s->start, g0 - s->start);
-    arena_insert_span(best, bi + 1, tail);
-  }
-  best->used += grans;
+  arena_claim(best, bi, g0, grans, warm);
   *out = best;
   return p;
 }
@@ -475,10 +486,8 @@ static void arena_decommit(large_arena_t *a, uint32_t lo, uint32_t n) {
   while (!arena_granule_warm(a, hi - 1)) hi--;
   os_decommit(a->base + ((size_t)lo << ARENA_GRAN_SHIFT), (size_t)(hi - lo) << ARENA_GRAN_SHIFT);
   arena_warm(a, lo, hi - lo, WARM_CLEAR);
-  size_t b = (size_t)warm << ARENA_GRAN_SHIFT;
-  large_group_t *g = a->group;
-  g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
-  decay_count(b);
+  group_dirty_sub(a->group, warm);
+  decay_count((size_t)warm << ARENA_GRAN_SHIFT);
 }
 
 static bool arena_granule_recent(const large_arena_t *a, uint32_t g) {
@@ -904,14 +913,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
       unsigned i = arena_span_at(a, start + have);
       arena_span_t *s = &a->free[i];
       if (i < a->nfree && s->start == start + have && s->count >= want - have) {
-        size_t b = (size_t)arena_warm(a, s->start, want - have, WARM_COUNT) << ARENA_GRAN_SHIFT;
-        g->dirty_bytes = g->dirty_bytes > b ? g->dirty_bytes - b : 0;
-        arena_warm(a, s->start, want - have, WARM_SET);
-        if (s->count == want - have)
-          arena_remove_span(a, i);
-        else
-          arena_span_set(a, i, s->start + (want - have), s->count - (want - have));
-        a->used += want - have;
+        arena_claim(a, i, s->start, want - have, arena_warm(a, s->start, want - have, WARM_COUNT));
         ok = true;
       }
     }
