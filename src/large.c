@@ -201,10 +201,11 @@ static size_t large_decay_purge(uint64_t now, bool force, bool blocking, uint64_
 static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay_purge); }
 
 /* The warm bits of granules [start, start+n), n >= 1, a word at a time:
- * WARM_ALL tells whether all are set (1 or 0), WARM_COUNT counts the set
- * ones, WARM_SET and WARM_CLEAR change them. WARM_ALL uses no popcount: it
- * is a library call on baseline x86-64. */
-enum { WARM_ALL, WARM_COUNT, WARM_SET, WARM_CLEAR };
+ * WARM_ALL tells whether all are set and WARM_ANY whether any is (1 or 0;
+ * both stop at the first word that decides, no count: the searches ask
+ * this of whole spans, an arena's untouched tail among them), WARM_COUNT
+ * counts the set ones, WARM_SET and WARM_CLEAR change them. */
+enum { WARM_ALL, WARM_ANY, WARM_COUNT, WARM_SET, WARM_CLEAR };
 static inline uint32_t arena_bits(uint64_t *bits, uint32_t start, uint32_t n, int op) {
   uint32_t w0 = start >> 6, w1 = (start + n - 1) >> 6, c = 0;
   uint64_t first = ~(uint64_t)0 << (start & 63), last = ~(uint64_t)0 >> (63 - ((start + n - 1) & 63));
@@ -215,12 +216,15 @@ static inline uint32_t arena_bits(uint64_t *bits, uint32_t start, uint32_t n, in
     case WARM_ALL:
       if ((*x & m) != m) return 0;
       break;
-    case WARM_COUNT: c += (uint32_t)__builtin_popcountll(*x & m); break;
+    case WARM_ANY:
+      if ((*x & m) != 0) return 1;
+      break;
+    case WARM_COUNT: c += hak_popcount64(*x & m); break;
     case WARM_SET: *x |= m; break;
     default: *x &= ~m; break;
     }
   }
-  return op == WARM_ALL ? 1 : c;
+  return op == WARM_ALL ? 1 : c; /* WARM_ANY: none set, c is 0 */
 }
 static inline uint32_t arena_warm(large_arena_t *a, uint32_t start, uint32_t n, int op) {
   return arena_bits(a->warm, start, n, op);
@@ -423,7 +427,7 @@ static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out
         /* A span with no warm granule (an arena's untouched tail, hundreds
          * of granules) scores 0 wherever the block goes: no window slid
          * over it. */
-        uint32_t w = arena_warm(a, at, c, WARM_COUNT) == 0 ? 0 : arena_window(a, at, c, grans, &at);
+        uint32_t w = arena_warm(a, at, c, WARM_ANY) ? arena_window(a, at, c, grans, &at) : 0;
         if (w > bw || (w == bw && c < bc)) {
           best = a, bi = i, bc = c, bw = w, g0 = at;
           if (bw == grans && bc == grans) break;
@@ -508,7 +512,7 @@ static void arena_purge_locked(large_group_t *g, uint64_t now, bool force, uint6
     bool tick = force || os_idle_for(now, a->epoch_ms, delay);
     for (unsigned i = 0; i < a->nfree; i++) {
       arena_span_t *s = &a->free[i];
-      if (arena_warm(a, s->start, s->count, WARM_COUNT) == 0) continue;
+      if (!arena_warm(a, s->start, s->count, WARM_ANY)) continue;
       if (force || os_idle_for(now, s->freed_ms, delay)) {
         arena_decommit(a, s->start, s->count);
         continue;
@@ -525,7 +529,7 @@ static void arena_purge_locked(large_group_t *g, uint64_t now, bool force, uint6
           arena_decommit(a, g, k - g);
           g = k;
         }
-        if (arena_warm(a, s->start, s->count, WARM_COUNT) == 0) continue;
+        if (!arena_warm(a, s->start, s->count, WARM_ANY)) continue;
       }
       clean = false;
       uint64_t due = (tick ? now : a->epoch_ms) + delay;

@@ -470,7 +470,7 @@ void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
 
 size_t ss_dirty_bytes(const superslab_t *ss) {
   uint64_t m = ss->dirty_mask & ss->free_mask;
-  size_t b = (size_t)__builtin_popcountll(m) << ss->slab_shift;
+  size_t b = (size_t)hak_popcount64(m) << ss->slab_shift;
   if (m & 1) b -= ss_area_offset(0); /* slab 0's dirty part starts after the header */
   return b;
 }

@@ -5,7 +5,7 @@
  * include path, beside the black-box tests that only see the public API.
  *
  *   test_unit [PART]   parts: sizeclass blockstart remote decay clock adopt batch
- *                      populate
+ *                      populate popcount
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -47,6 +47,10 @@
  *             whose carve made populate calls, whose populated pages are
  *             resident (where the kernel has MADV_POPULATE_WRITE) and never
  *             reach past its last block; every block keeps its pattern.
+ * popcount    hak_popcount64 (internal.h; bit slices where the target has
+ *             no popcnt instruction) counts the set bits of 0, all ones,
+ *             every single bit, every run of low or high ones and 100 000
+ *             pseudo-random words as a bit-by-bit count does.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -305,6 +309,32 @@ static void part_clock(void)
   CHECK(os_idle_for(1000, 1000, 0), "a zero delay is met at once");
 }
 
+static unsigned slow_popcount(uint64_t x)
+{
+  unsigned c = 0;
+  for (; x != 0; x >>= 1) c += (unsigned)(x & 1);
+  return c;
+}
+
+static void part_popcount(void)
+{
+  CHECK(hak_popcount64(0) == 0 && hak_popcount64(~(uint64_t)0) == 64, "popcount of 0 / all ones: %u / %u",
+        hak_popcount64(0), hak_popcount64(~(uint64_t)0));
+  for (unsigned i = 0; i < 64; i++) {
+    uint64_t bit = (uint64_t)1 << i, low = bit | (bit - 1), high = ~(bit - 1);
+    CHECK(hak_popcount64(bit) == 1, "popcount of bit %u: %u", i, hak_popcount64(bit));
+    CHECK(hak_popcount64(low) == i + 1 && hak_popcount64(high) == 64 - i, "popcount of runs at bit %u: %u / %u", i,
+          hak_popcount64(low), hak_popcount64(high));
+  }
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (unsigned i = 0; i < 100000; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+    uint64_t x = i & 1 ? s : s & (s >> 3); /* dense and sparse words */
+    CHECK(hak_popcount64(x) == slow_popcount(x), "popcount of %#llx: %u, bit by bit %u", (unsigned long long)x,
+          hak_popcount64(x), slow_popcount(x));
+  }
+}
+
 static void part_batch(void)
 {
   size_t pg = os_page_size, npages = 3 * 150 + 8;
@@ -437,6 +467,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
   if (all || !strcmp(part, "batch")) part_batch(), ran++;
   if (all || !strcmp(part, "populate")) part_populate(), ran++;
+  if (all || !strcmp(part, "popcount")) part_popcount(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
