@@ -394,6 +394,8 @@ def acct_reports(paths):
                 continue
             if cur is not None and line.startswith("resident split:"):
                 acct_items(line, ACCT_ITEMS, "", cur)
+                # the part of rounding measured on arena blocks (statistics version 8)
+                acct_items(line, [("arena blocks", "")], "", cur)
                 reps.append(cur)
                 cur = None
                 continue
@@ -444,7 +446,10 @@ def acct_section(raw):
            "when the run was too short for any), the one with the largest process RSS (of those within 3 % of it, the one with the most live bytes), split as docs/stats.md (*Where the resident bytes go*) "
            "explains, in MiB. *hakmem* is the sum of the items; *other* is the rest of the process "
            "at that moment (program, libraries, stacks); *peak RSS* is that run's VmHWM. *rounding* "
-           "is a model (half the size-class gap per live block), and *requested* is live blocks less it. "
+           "is the size classes' model (half the class gap per live block) plus the arena blocks' "
+           "measured rounding (statistics version 8: their resident pages past the bytes asked for, "
+           "such as the last 64 KiB granule's tail and realloc's room), which *of it arena* shows "
+           "apart (not added again into *hakmem*), and *requested* is live blocks less both. "
            "*Largest besides requested* names the biggest overhead item and its share of hakmem's "
            "bytes: the first thing to cut on that row; when it is *thread caches*, where they wait "
            "(docs/stats.md: pending in the freeing threads' caches, in the owners' current slabs, in "
@@ -452,14 +457,15 @@ def acct_section(raw):
            "who would collect them. Since statistics version 6, blocks on delayed lists count as "
            "thread caches, no longer as requested. A short run may have had no report before its "
            "exit.\n",
-           "| benchmark | peak RSS | hakmem | " + " | ".join(t for _, t in ACCT_ITEMS) +
+           "| benchmark | peak RSS | hakmem | " + " | ".join(t for _, t in ACCT_ITEMS[:2]) +
+           " | of it arena | " + " | ".join(t for _, t in ACCT_ITEMS[2:]) +
            " | other | largest besides requested |",
-           "|---|---:|---:|" + "---:|" * len(ACCT_ITEMS) + "---:|---|"]
+           "|---|---:|---:|" + "---:|" * (len(ACCT_ITEMS) + 1) + "---:|---|"]
     for b, rss, kv in rows:
         r = num({"r": rss}, "r")
         rss_mib = "–" if r is None else mib(r)
         if "resident" not in kv:
-            out.append(f"| {b} | {rss_mib} | no report |" + " |" * (len(ACCT_ITEMS) + 2))
+            out.append(f"| {b} | {rss_mib} | no report |" + " |" * (len(ACCT_ITEMS) + 3))
             continue
         items = [(t, num(kv, acct_key(n)) or 0) for n, t in ACCT_ITEMS]
         big = max(items[1:], key=lambda x: x[1])  # what the program did not ask for
@@ -469,8 +475,10 @@ def acct_section(raw):
             # who would collect them: the largest parts of the item
             what += ": " + ", ".join(f"{100.0 * v / big[1]:.0f} % {t}" for t, v in
                                      sorted(tc, key=lambda x: -x[1]) if v >= 0.1 * big[1])
+        cells = [mib(v) for _, v in items]
+        cells.insert(2, mib(num(kv, "arena_blocks") or 0))
         out.append(f"| {b} | {rss_mib} | {mib(num(kv, 'resident') or 0)} | " +
-                   " | ".join(mib(v) for _, v in items) +
+                   " | ".join(cells) +
                    f" | {mib(num(kv, 'other') or 0)} | {what}) |")
     out.append("")
     return out

@@ -77,8 +77,11 @@ HAK_API void hak_collect(int force);
  * waits. Version 6 added tc_delayed_bytes after them: blocks on the owners'
  * delayed lists, which earlier versions counted as requested bytes.
  * Version 7 added grow_purged_bytes: the part of decayed_bytes given back
- * before its purge delay, by a thread about to map new memory. */
-#define HAK_STATS_VERSION 7
+ * before its purge delay, by a thread about to map new memory.
+ * Version 8 added rss_large_rounding_bytes: the part of rss_rounding_bytes
+ * that is the arena blocks' pages past what was asked for, which earlier
+ * versions counted as requested bytes. */
+#define HAK_STATS_VERSION 8
 #define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -140,7 +143,7 @@ HAK_API void hak_collect(int force);
   X(resident_bytes, "hakmem's resident bytes: its mappings' resident pages (mincore) and the ownership map's") \
   X(mapped_walked_bytes, "mapped bytes the walk found region by region (equals mapped_bytes when quiet)")      \
   X(rss_requested_bytes, "resident bytes of live blocks less rss_rounding_bytes: what the program asked for")  \
-  X(rss_rounding_bytes, "estimated rounding of live blocks to their size class (model: half the class gap)")   \
+  X(rss_rounding_bytes, "rounding of live blocks: size classes' modelled (half the class gap), arena blocks' measured")   \
   X(rss_free_block_bytes, "free blocks carved in slabs in use (at least: live blocks count first)")             \
   X(rss_uncarved_bytes, "pages of slabs in use not yet carved into blocks, and slab tails no block fits")      \
   X(rss_free_slab_bytes, "free slabs of live superslabs (thread heaps' and abandoned) awaiting the decay")      \
@@ -169,6 +172,10 @@ HAK_API void hak_collect(int force);
 #define HAK_STATS_FIELDS_V7(X) \
   X(grow_purged_bytes, "of decayed_bytes: given back before the delay by threads about to map new memory")
 
+/* Version 8: the large blocks' rounding, measured rather than modelled. */
+#define HAK_STATS_FIELDS_V8(X) \
+  X(rss_large_rounding_bytes, "of rss_rounding_bytes: resident pages of live arena blocks past the bytes asked for")
+
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
   HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
@@ -185,6 +192,7 @@ struct hak_stats {
   HAK_STATS_FIELDS_V5(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V6(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V7(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V8(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

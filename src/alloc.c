@@ -421,6 +421,7 @@ void *alloc_realloc(void *p, size_t size) {
      * glibc's realloc extends into the next free chunk for the same
      * reason. */
     n = large_alloc(size + size / 4, HAK_MIN_ALIGN, NULL);
+    if (n != NULL) large_note_asked(n, size);
     if (HAK_UNLIKELY(opt.prof) && n != NULL) prof_alloc(n, size + size / 4);
   } else if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old < ALLOC_GROW_ROOM_MAX) {
     want = old + old / 4;

@@ -108,6 +108,16 @@ typedef struct large_arena {
   uint64_t bin_bits[ARENA_BINS][ARENA_GRANS / 64];
   uint16_t span_len[ARENA_GRANS];
   arena_span_t free[ARENA_MAX_FREE];
+  /* req_end[g]: for a live block whose span starts at granule g, the
+   * bytes from g's start to the end of what the program asked for (the
+   * header or alignment gap, then the size): the statistics split the
+   * block's resident pages there into requested bytes and rounding (the
+   * last granule's tail, realloc's room). 0 where no block starts: the
+   * walk finds the blocks by it. Set and cleared under the group's lock
+   * (large_alloc, large_free); realloc in place, which may run without
+   * it, stores only to a start that stays nonzero. Relaxed atomics: the
+   * walk reads while a block's holder resizes it. */
+  uint32_t req_end[ARENA_GRANS];
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
 _Static_assert(sizeof(large_arena_t) <= ((size_t)1 << 16), "arena descriptor fits its granule");
@@ -453,6 +463,12 @@ static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out
   return p;
 }
 
+/* The block whose span starts at span now ends what was asked for at end
+ * bytes past span (req_end). */
+static void arena_note_end(large_arena_t *a, const uint8_t *span, size_t end) {
+  __atomic_store_n(&a->req_end[(size_t)(span - a->base) >> ARENA_GRAN_SHIFT], (uint32_t)end, __ATOMIC_RELAXED);
+}
+
 /* Give granules [start, start+count) back (all warm: they were a block's),
  * merging with free neighbours.
  * Blocks are at least one granule, so an arena holds at most ARENA_GRANS/2
@@ -750,6 +766,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     if (look) pthread_mutex_lock(&large_lock);
     int ci = look && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
     uint8_t *span = arena_take(g, grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
+    if (span != NULL) arena_note_end(arena, span, off + (size ? size : 1));
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
       exact = true; /* held to the page, as the arena would have held it */
@@ -859,6 +876,7 @@ void large_free(void *p, unsigned v, const char *call) {
     large_arena_t *a = h->arena;
     large_group_t *g = a->group;
     pthread_mutex_lock(&g->lock);
+    arena_note_end(a, base, 0);
     arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
               (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
     bool due = now >= g->next_purge_ms;
@@ -903,7 +921,10 @@ void *large_realloc(void *p, unsigned v, size_t size) {
     if (need > ARENA_BLOCK_MAX) return NULL;
     /* A string grown by a few bytes per call mostly stays inside its span:
      * no lock then (only the block's holder writes its header). */
-    if (want <= have && want >= have / 2) return p;
+    if (want <= have && want >= have / 2) {
+      arena_note_end(a, h->base, off + size);
+      return p;
+    }
     uint32_t start = (uint32_t)((size_t)(h->base - a->base) >> ARENA_GRAN_SHIFT);
     bool ok = false;
     large_group_t *g = a->group;
@@ -921,6 +942,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
         ok = true;
       }
     }
+    if (ok) arena_note_end(a, h->base, off + size);
     pthread_mutex_unlock(&g->lock);
     if (!ok) return NULL;
     h->map_size = (size_t)want << ARENA_GRAN_SHIFT;
@@ -957,6 +979,11 @@ void *large_realloc(void *p, unsigned v, size_t size) {
   atomic_fetch_add_explicit(&large_live_map_bytes, need - old_size, memory_order_relaxed);
   large_register(user);
   return user;
+}
+
+void large_note_asked(void *p, size_t size) {
+  const large_hdr_t *h = large_hdr_of(p);
+  if (h->arena != NULL) arena_note_end(h->arena, h->base, h->off + size);
 }
 
 size_t large_usable_size(const void *p, unsigned v) {
@@ -998,10 +1025,30 @@ void large_unlock_all(void) {
  * Kept at the end of the file: it reads, never changes, what is above.
  * Under each group's lock in turn and then large_lock, so no arena or
  * cached mapping goes away while it is told.
- * An arena is told as its descriptor granule (META), the spans between
- * its free spans (LIVE: blocks with their headers) and its free spans
+ * An arena is told as its descriptor granule (META), then upwards its
+ * blocks (LIVE: the header or alignment gap and the bytes asked for, to
+ * the page; ROUND: the rest of the block's granules) and its free spans
  * (FREE); the mapping cache as CACHED. Dedicated mappings in use are not
  * listed anywhere (only counted): the caller takes large_stats' figure. */
+/* Granules [lo, hi), all in blocks: each block (from its req_end to the
+ * next block's start) as its asked-for bytes to the page (LIVE) and the
+ * rest (ROUND). */
+static void arena_live_regions(large_arena_t *a, uint32_t lo, uint32_t hi,
+                               void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
+  size_t pg = os_page_size;
+  while (lo < hi) {
+    uint32_t end = __atomic_load_n(&a->req_end[lo], __ATOMIC_RELAXED), nx = lo + 1;
+    while (nx < hi && __atomic_load_n(&a->req_end[nx], __ATOMIC_RELAXED) == 0) nx++;
+    uint8_t *b = a->base + ((size_t)lo << ARENA_GRAN_SHIFT), *e = a->base + ((size_t)nx << ARENA_GRAN_SHIFT);
+    /* No start recorded (never expected): all of it as asked for. */
+    uint8_t *cut = end == 0 ? e : b + align_up(end, pg);
+    if (cut > e) cut = e;
+    fn(b, (size_t)(cut - b), LARGE_REGION_LIVE, arg);
+    if (cut < e) fn(cut, (size_t)(e - cut), LARGE_REGION_ROUND, arg);
+    lo = nx;
+  }
+}
+
 static void large_group_regions(const large_group_t *g, void (*fn)(const void *p, size_t len, int kind, void *arg),
                                 void *arg) {
   for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
@@ -1009,16 +1056,12 @@ static void large_group_regions(const large_group_t *g, void (*fn)(const void *p
     uint32_t at = 1;
     for (unsigned i = 0; i < a->nfree; i++) {
       const arena_span_t *s = &a->free[i];
-      if (s->start > at)
-        fn(a->base + ((size_t)at << ARENA_GRAN_SHIFT), (size_t)(s->start - at) << ARENA_GRAN_SHIFT,
-           LARGE_REGION_LIVE, arg);
+      if (s->start > at) arena_live_regions(a, at, s->start, fn, arg);
       fn(a->base + ((size_t)s->start << ARENA_GRAN_SHIFT), (size_t)s->count << ARENA_GRAN_SHIFT,
          LARGE_REGION_FREE, arg);
       at = s->start + s->count;
     }
-    if (at < ARENA_GRANS)
-      fn(a->base + ((size_t)at << ARENA_GRAN_SHIFT), (size_t)(ARENA_GRANS - at) << ARENA_GRAN_SHIFT,
-         LARGE_REGION_LIVE, arg);
+    if (at < ARENA_GRANS) arena_live_regions(a, at, ARENA_GRANS, fn, arg);
   }
 }
 

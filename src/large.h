@@ -31,6 +31,9 @@ void large_free(void *p, unsigned v, const char *call);
  * block itself (new size better served by a size class, or mremap failed). */
 void *large_realloc(void *p, unsigned v, size_t size);
 size_t large_usable_size(const void *p, unsigned v);
+/* p (a live large block) was asked for size bytes, fewer than it was
+ * allocated with (realloc's room): for the statistics' split. */
+void large_note_asked(void *p, size_t size);
 /* Decommit arena spans and unmap cached mappings idle for the purge delay
  * (all if force). Returns when the next idle memory becomes due
  * (UINT64_MAX: none). */
@@ -44,7 +47,7 @@ typedef struct large_stats {
 void large_stats(large_stats_t *out);
 /* Statistics' residency walk (stats.c): every region the arenas and the
  * mapping cache hold, by kind, under the large lock (see large.c). */
-enum { LARGE_REGION_META, LARGE_REGION_LIVE, LARGE_REGION_FREE, LARGE_REGION_CACHED };
+enum { LARGE_REGION_META, LARGE_REGION_LIVE, LARGE_REGION_ROUND, LARGE_REGION_FREE, LARGE_REGION_CACHED };
 void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg);
 size_t large_arena_bytes(void); /* bytes one arena maps */
 

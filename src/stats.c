@@ -119,7 +119,8 @@ static void acct_sum_len(const void *p, size_t len, void *arg) {
 typedef struct acct {
   struct hak_stats *st;
   size_t live_res[HAK_NCLASS]; /* resident bytes of live blocks, by class */
-  size_t live_large;           /* of live arena blocks */
+  size_t live_large;           /* of live arena blocks, up to what was asked */
+  size_t large_round;          /* of live arena blocks, past it (exact rounding) */
   size_t mapped;               /* regions walked */
   size_t ss_map;
   rwin_t w;
@@ -189,13 +190,18 @@ static void acct_cached_ss(const superslab_t *ss, void *arg) {
   ac->st->rss_cached_bytes += res_range(ss, ac->ss_map);
 }
 
+/* An arena comes as its descriptor granule, then its blocks and free spans
+ * upwards: one window moves through the arena (a mincore call per window,
+ * not per block); a cached mapping is a region of its own. */
 static void acct_large(const void *p, size_t len, int kind, void *arg) {
   acct_t *ac = arg;
-  size_t r = res_range(p, len);
+  if (kind == LARGE_REGION_META) rwin_start(&ac->w, p, large_arena_bytes());
+  size_t r = kind == LARGE_REGION_CACHED ? res_range(p, len) : rwin_bytes(&ac->w, (uintptr_t)p, (uintptr_t)p + len);
   ac->mapped += len;
   switch (kind) {
   case LARGE_REGION_META: ac->st->rss_metadata_bytes += r; break;
   case LARGE_REGION_LIVE: ac->live_large += r; break;
+  case LARGE_REGION_ROUND: ac->large_round += r; break;
   case LARGE_REGION_FREE: ac->st->rss_large_free_bytes += r; break;
   default: ac->st->rss_cached_bytes += r; break;
   }
@@ -274,7 +280,7 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
   /* Blocks waiting in the threads' remote-free caches, and on the heaps'
    * delayed lists, are in their slabs' used counts: they move from live to
    * the thread-held caches. */
-  size_t live = ac.live_large + ls->mapping_bytes, rounding = 0;
+  size_t live = ac.live_large + ac.large_round + ls->mapping_bytes, rounding = 0;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     live += ac.live_res[c];
     /* Requests of class c fall in (size of c-1, size of c]: if spread
@@ -288,6 +294,10 @@ static void stats_account(struct hak_stats *st, const large_stats_t *ls) {
   if (dly > live - pend) dly = live - pend;
   if (live) rounding = (size_t)((double)rounding * (double)(live - pend - dly) / (double)live);
   live -= pend + dly;
+  /* The arena blocks' rounding is no model: each block's pages past what
+   * it was asked for (large.c's req_end). */
+  rounding += ac.large_round;
+  st->rss_large_rounding_bytes = ac.large_round;
   st->rss_thread_cache_bytes += pend + dly;
   st->tc_pending_bytes = pend;
   st->tc_delayed_bytes = dly;
@@ -435,9 +445,10 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
   OUT("resident: %.0f KiB of %.0f KiB mapped (walked %.0f KiB); process %.0f KiB, other %.0f KiB\n",
       KIB(st.resident_bytes), KIB(st.mapped_bytes), KIB(st.mapped_walked_bytes), KIB(st.process_rss_bytes),
       KIB(st.rss_other_bytes));
-  OUT("resident split: requested %.0f, rounding %.0f (est.), free blocks %.0f, uncarved %.0f, "
+  OUT("resident split: requested %.0f, rounding %.0f (est.; arena blocks %.0f), free blocks %.0f, uncarved %.0f, "
       "free slabs %.0f, large free %.0f, cached %.0f, thread caches %.0f, metadata %.0f KiB\n",
-      KIB(st.rss_requested_bytes), KIB(st.rss_rounding_bytes), KIB(st.rss_free_block_bytes),
+      KIB(st.rss_requested_bytes), KIB(st.rss_rounding_bytes), KIB(st.rss_large_rounding_bytes),
+      KIB(st.rss_free_block_bytes),
       KIB(st.rss_uncarved_bytes), KIB(st.rss_free_slab_bytes), KIB(st.rss_large_free_bytes),
       KIB(st.rss_cached_bytes), KIB(st.rss_thread_cache_bytes), KIB(st.rss_metadata_bytes));
   OUT("thread caches: pending %.0f, current slabs %.0f, other slabs %.0f, abandoned %.0f, delayed %.0f KiB\n",
@@ -479,6 +490,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
     HAK_STATS_FIELDS_V5(FIELD_)
     HAK_STATS_FIELDS_V6(FIELD_)
     HAK_STATS_FIELDS_V7(FIELD_)
+    HAK_STATS_FIELDS_V8(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -504,6 +516,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V6(ROW_)
   ver_ = 7;
   HAK_STATS_FIELDS_V7(ROW_)
+  ver_ = 8;
+  HAK_STATS_FIELDS_V8(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");

@@ -11,8 +11,9 @@
  * put there, with generous bounds: blocks written and kept show as
  * requested + rounding, blocks written and freed as free blocks, a class
  * emptied as free slabs, large blocks freed as large free spans and
- * cached mappings, blocks freed by another thread and not yet published as
- * thread caches. Single- and multi-threaded; every name through hak_ctl
+ * cached mappings, an arena block shrunk in place as rounding (its pages
+ * past the bytes asked for), blocks freed by another thread and not yet
+ * published as thread caches. Single- and multi-threaded; every name through hak_ctl
  * too. No timing.
  *
  *   test_rss_split [single|mt|where|mtbg|ctl|prof|all]   (prof: run with HAKMEM_PROF=1)
@@ -156,6 +157,29 @@ static void single(void) {
   len = sizeof cache_budget;
   if (hak_ctl("opt.large_cache_bytes", &cache_budget, &len, NULL, 0) == 0 && cache_budget >= 48 * MiB)
     CHECK(st.rss_cached_bytes >= 47 * MiB, "cached %zu after a 48 MiB mapping freed", st.rss_cached_bytes);
+
+  /* An arena block's resident pages past what it was asked for are
+   * rounding, measured (version 8): a 2 MiB block written whole, then
+   * shrunk to 1.1 MiB, stays in its span (realloc keeps a block that still
+   * fills half of it), whose last 0.9 MiB are resident and no longer asked
+   * for; grown back, they are asked for again. */
+  char *c = malloc(opaque_size(2 * MiB));
+  CHECK(c != NULL, "arena block");
+  memset(c, 4, 2 * MiB);
+  check_adds_up("arena block");
+  size_t r0 = st.rss_large_rounding_bytes;
+  CHECK(r0 <= st.rss_rounding_bytes, "arena rounding %zu > rounding %zu", r0, st.rss_rounding_bytes);
+  CHECK(realloc(c, opaque_size(1100 * 1024)) == c, "a shrink to 1.1 MiB did not stay in place");
+  check_adds_up("arena block shrunk");
+  size_t r1 = st.rss_large_rounding_bytes, tail = 2 * MiB - 1100 * 1024;
+  CHECK(r1 >= r0 + tail - 64 * 1024 && r1 <= r0 + tail + 64 * 1024,
+        "arena rounding %zu after shrinking a written 2 MiB block to 1.1 MiB (before %zu, tail %zu)", r1, r0, tail);
+  CHECK(r1 <= st.rss_rounding_bytes, "arena rounding %zu > rounding %zu", r1, st.rss_rounding_bytes);
+  CHECK(realloc(c, opaque_size(2 * MiB)) == c, "a growth back to 2 MiB did not stay in place");
+  check_adds_up("arena block grown back");
+  CHECK(st.rss_large_rounding_bytes <= r0 + 64 * 1024, "arena rounding %zu after growing back (before %zu)",
+        st.rss_large_rounding_bytes, r0);
+  free(c);
 
   /* Everything idle goes back: the idle items fall to (nearly) nothing. */
   size_t before = st.resident_bytes;
@@ -495,6 +519,7 @@ static void ctl(void) {
   HAK_STATS_FIELDS_V5(FIELD_)
   HAK_STATS_FIELDS_V6(FIELD_)
   HAK_STATS_FIELDS_V7(FIELD_)
+  HAK_STATS_FIELDS_V8(FIELD_)
 #undef FIELD_
   size_t v = 0, l = sizeof v;
   CHECK(hak_ctl("stats.resident_bytes", &v, &l, NULL, 0) == 0 && v > 0, "resident via ctl");
