@@ -745,7 +745,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   }
   /* At least one usable byte, so that usable size 0 always means "not a
    * valid large block" (realloc relies on it). */
-  size_t need = align_up(off + (size ? size : 1), page);
+  size_t end = off + (size ? size : 1), need = align_up(end, page);
   large_slot_t cached = {NULL, 0, 0};
   bool exact = false;
   if (off <= ARENA_GRAN && need <= ARENA_BLOCK_MAX) {
@@ -766,7 +766,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     if (look) pthread_mutex_lock(&large_lock);
     int ci = look && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
     uint8_t *span = arena_take(g, grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
-    if (span != NULL) arena_note_end(arena, span, off + (size ? size : 1));
+    if (span != NULL) arena_note_end(arena, span, end);
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
       exact = true; /* held to the page, as the arena would have held it */
@@ -1030,6 +1030,7 @@ void large_unlock_all(void) {
  * the page; ROUND: the rest of the block's granules) and its free spans
  * (FREE); the mapping cache as CACHED. Dedicated mappings in use are not
  * listed anywhere (only counted): the caller takes large_stats' figure. */
+
 /* Granules [lo, hi), all in blocks: each block (from its req_end to the
  * next block's start) as its asked-for bytes to the page (LIVE) and the
  * rest (ROUND). */
