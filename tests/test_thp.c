@@ -24,26 +24,26 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Whether the VmFlags of the mapping holding p list flag ("hg", "nh");
- * fails the test when no mapping of /proc/self/smaps holds p. */
-static int vma_has_flag(const void *p, const char *flag) {
+/* The VmFlags of the mapping holding p in /proc/self/smaps, as bits:
+ * VMA_HG for "hg" (MADV_HUGEPAGE), VMA_NH for "nh" (MADV_NOHUGEPAGE).
+ * Fails the test when no mapping holds p. */
+enum { VMA_HG = 1, VMA_NH = 2 };
+static int vma_thp_flags(const void *p) {
   FILE *f = fopen("/proc/self/smaps", "r");
   CHECK(f != NULL, "cannot open /proc/self/smaps");
   char line[512];
-  uintptr_t a = (uintptr_t)p, lo = 0, hi = 0;
+  uintptr_t a = (uintptr_t)p;
   int in = 0, found = -1;
   while (found < 0 && fgets(line, sizeof line, f) != NULL) {
-    unsigned long l, h;
-    if (sscanf(line, "%lx-%lx ", &l, &h) == 2) { /* a mapping's first line */
-      lo = l;
-      hi = h;
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
       in = a >= lo && a < hi;
       continue;
     }
     if (in && strncmp(line, "VmFlags:", 8) == 0) {
       found = 0;
       for (char *t = strtok(line + 8, " \n"); t != NULL; t = strtok(NULL, " \n"))
-        if (strcmp(t, flag) == 0) found = 1;
+        found |= !strcmp(t, "hg") ? VMA_HG : !strcmp(t, "nh") ? VMA_NH : 0;
     }
   }
   fclose(f);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     char *p = malloc(sizes[i]);
     CHECK(p != NULL, "malloc(%zu) failed", sizes[i]);
     memset(p, 0x5a, sizes[i]);
-    int hg = vma_has_flag(p, "hg"), nh = vma_has_flag(p, "nh");
+    int fl = vma_thp_flags(p), hg = (fl & VMA_HG) != 0, nh = (fl & VMA_NH) != 0;
     printf("%zu B at %p: hg %d, nh %d\n", sizes[i], (void *)p, hg, nh);
     if (!strcmp(argv[1], "hg"))
       CHECK(hg && !nh, "the %zu B block's mapping lacks MADV_HUGEPAGE", sizes[i]);
