@@ -6,10 +6,11 @@
  * for 4096, the default). Linked against a statistics build of the core,
  * whose refills counter counts calls into the heap's refill. 8192 blocks
  * of 64 B kept live take one refill per carve batch, BYTES / 64 blocks
- * (at most 256), plus at most one per slab crossed and the one the class's
- * carve was in when the loop began: at the default 128 refills, 32 at 16
- * KiB, 2048 at 256 B. The ranges checked do not overlap, so an option that
- * did not reach the carve would fail here.
+ * (at most 256), plus at most two per 64 KiB slab crossed (its last,
+ * shorter batch) and the batch in progress when the loop began: 127..145
+ * refills at the default, 31..49 at 16 KiB, 2047..2065 at 256 B (127, 31
+ * and 2047 measured). The ranges do not overlap, so an option that did not
+ * reach the carve would fail here.
  */
 #include <stdint.h>
 #include <stdio.h>
