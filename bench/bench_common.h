@@ -200,16 +200,26 @@ static BENCH_UNUSED long bench_rss_now(void)
     return rss;
 }
 
+/* File name of the object that defines the malloc this process calls, or
+ * NULL when the dynamic linker cannot tell. */
+static BENCH_UNUSED const char *bench_malloc_file(void)
+{
+    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname || !*info.dli_fname)
+        return NULL;
+    return info.dli_fname;
+}
+
 /* Basename of the object that defines the malloc this process uses. */
 static BENCH_UNUSED const char *bench_malloc_from(void)
 {
     static char name[256];
-    void *sym = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info info;
-    if (!sym || !dladdr(sym, &info) || !info.dli_fname || !*info.dli_fname)
+    const char *file = bench_malloc_file();
+    if (!file)
         return "unknown";
-    const char *base = strrchr(info.dli_fname, '/');
-    base = base ? base + 1 : info.dli_fname;
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
     snprintf(name, sizeof name, "%s", base);
     /* keep the RESULT line one token per field */
     for (char *c = name; *c; c++)
@@ -222,12 +232,11 @@ static BENCH_UNUSED const char *bench_malloc_from(void)
 static BENCH_UNUSED const char *bench_malloc_path(void)
 {
     static char path[4096];
-    void *sym = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info info;
-    if (!sym || !dladdr(sym, &info) || !info.dli_fname || !*info.dli_fname)
+    const char *file = bench_malloc_file();
+    if (!file)
         return "unknown";
-    char *real = realpath(info.dli_fname, NULL);
-    snprintf(path, sizeof path, "%s", real ? real : info.dli_fname);
+    char *real = realpath(file, NULL);
+    snprintf(path, sizeof path, "%s", real ? real : file);
     free(real);
     for (char *c = path; *c; c++)
         if (*c == ' ' || *c == '=' || *c == '\t')
