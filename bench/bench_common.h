@@ -88,6 +88,13 @@ static inline uint32_t bench_below(uint64_t r, uint32_t n)
     return (uint32_t)(((r >> 32) * (uint64_t)n) >> 32);
 }
 
+/* A size uniform in [min, min + span - 1] from the low 32 bits of r. SPAN is
+ * max - min + 1, passed in so that a loop computes it once, not per draw. A
+ * macro, not an inline function: GCC schedules the inlined function's loads
+ * differently, and the measured loops that use it must compile to the
+ * instructions they had when their figures were published. */
+#define BENCH_UNIFORM(r, min, span) ((min) + (size_t)((((r) & 0xffffffffu) * (span)) >> 32))
+
 static BENCH_UNUSED void bench_die(const char *fmt, ...)
 {
     va_list ap;

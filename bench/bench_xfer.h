@@ -1,14 +1,7 @@
 /*
  * bench_xfer.h — helpers of the cross-thread benchmarks: blocks that check
- * themselves and a single-producer single-consumer ring of batches.
- *
- * Tagged blocks: xfer_tag() writes into a fresh block of SIZE >= 8 bytes the
- * block's own address mixed with a key (first word) and the low byte of that
- * value into the last byte; xfer_check() verifies both before the block is
- * freed (the last byte only when the size is known). An allocator that hands
- * one block out twice, or returns memory that another thread still writes,
- * trips the check: the program then exits with status 3 and no RESULT line,
- * so bench/run.sh records the run as failed.
+ * themselves (bench_tag.h) and a single-producer single-consumer ring of
+ * batches.
  *
  * Batch ring: one producer thread publishes batches of up to BATCH pointers,
  * one consumer thread takes them. Batch storage is allocated once up front,
@@ -17,41 +10,9 @@
 #ifndef HAKMEM_BENCH_XFER_H
 #define HAKMEM_BENCH_XFER_H
 
-#include "bench_common.h"
+#include "bench_tag.h"
 #include <sched.h>
 #include <stdatomic.h>
-
-#define XFER_KEY 0x9d3c5a17e4b2f681ULL
-
-static inline uint64_t xfer_tag_value(const void *p)
-{
-    return (uint64_t)(uintptr_t)p ^ XFER_KEY;
-}
-
-static inline void xfer_tag(void *p, size_t size)
-{
-    uint64_t v = xfer_tag_value(p);
-    memcpy(p, &v, 8);
-    ((unsigned char *)p)[size - 1] = (unsigned char)(v >> 56);
-}
-
-static BENCH_NOINLINE void xfer_corrupt(const void *p, size_t size)
-{
-    fprintf(stderr, "bench: block %p (size %zu) corrupted: its tag was overwritten\n", p, size);
-    exit(3);
-}
-
-/* size 0 = unknown: check the first word only. Returns a byte for a checksum. */
-static inline unsigned xfer_check(const void *p, size_t size)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    if (BENCH_UNLIKELY(v != xfer_tag_value(p)))
-        xfer_corrupt(p, size);
-    if (size && BENCH_UNLIKELY(((const unsigned char *)p)[size - 1] != (unsigned char)(v >> 56)))
-        xfer_corrupt(p, size);
-    return (unsigned)(v >> 56);
-}
 
 static inline void xfer_pause(unsigned *spins)
 {
@@ -130,12 +91,6 @@ static inline void **xfer_ring_peek(xfer_ring *r, uint64_t head, uint32_t *n)
 static inline void xfer_ring_release(xfer_ring *r, uint64_t head)
 {
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
-}
-
-/* A size in [min, max], uniform. */
-static inline size_t xfer_size(uint64_t r, size_t min, size_t max)
-{
-    return min + (size_t)(((r & 0xffffffffu) * ((uint64_t)(max - min) + 1)) >> 32);
 }
 
 #endif /* HAKMEM_BENCH_XFER_H */

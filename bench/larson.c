@@ -11,12 +11,12 @@
  * them, often one that has already exited. After SECS seconds the threads
  * stop; ops = frees + mallocs done by the workers, ops_per_sec = ops / the
  * wall time from start to the last worker's exit. Every block carries a tag
- * (bench_xfer.h) checked before it is freed.
- * bench/larson_sized.cpp is the same workload freeing with the size.
+ * (bench_tag.h) checked before it is freed.
+ * bench/larson_sized.cpp is the same workload freeing with the size; the
+ * arguments and the threads' hand-over are bench_larson.h's, shared by both.
  * Defaults: larson 1 8 128 5000 20 12345 2
  */
-#include "bench_xfer.h"
-#include <pthread.h>
+#include "bench_larson.h"
 
 typedef struct {
     void **blocks; /* this slice of the shared array */
@@ -26,12 +26,6 @@ typedef struct {
     uint64_t state;
     uint64_t ops, generations, check;
 } slice;
-
-static atomic_int stop_flag;
-static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
-static int slices_done;
-static pthread_attr_t detached;
 
 static void *worker(void *arg)
 {
@@ -43,88 +37,48 @@ static void *worker(void *arg)
         void *old = sl->blocks[v];
         check += xfer_check(old, 0);
         free(old);
-        size_t sz = sl->min + (size_t)(((r & 0xffffffffu) * span) >> 32);
+        size_t sz = BENCH_UNIFORM(r, sl->min, span);
         void *p = malloc(sz);
         if (!p)
             bench_die("malloc(%zu) failed", sz);
         xfer_tag(p, sz);
         sl->blocks[v] = p;
         ops += 2;
-        if ((i & 63) == 0 && atomic_load_explicit(&stop_flag, memory_order_relaxed))
+        if ((i & 63) == 0 && larson_stopped())
             break;
     }
     sl->state = s;
     sl->ops += ops;
     sl->check += check;
     sl->generations++;
-    if (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
-        pthread_t t;
-        /* hand the slice to a new thread; this one exits */
-        if (pthread_create(&t, &detached, worker, sl) == 0)
-            return NULL;
-        bench_die("pthread_create failed");
-    }
-    pthread_mutex_lock(&done_mu);
-    slices_done++;
-    pthread_cond_signal(&done_cv);
-    pthread_mutex_unlock(&done_mu);
+    larson_next(worker, sl);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [SECS=1] [MIN=8] [MAX=128] [CHUNKS=5000] [ROUNDS=20] [SEED=12345] "
-               "[THREADS=2]\n  SECS may be a decimal fraction given in ms with BENCH_LARSON_MS\n",
-               argv[0]);
-        return 0;
-    }
-    double secs_arg = (double)bench_arg(argc, argv, 1, 1);
-    long long ms = bench_env("BENCH_LARSON_MS", 0);
-    if (ms > 0)
-        secs_arg = (double)ms / 1000.0;
-    size_t min = (size_t)bench_arg(argc, argv, 2, 8);
-    size_t max = (size_t)bench_arg(argc, argv, 3, 128);
-    uint64_t chunks = (uint64_t)bench_arg(argc, argv, 4, 5000);
-    uint64_t rounds = (uint64_t)bench_arg(argc, argv, 5, 20);
-    uint64_t seed = (uint64_t)bench_arg(argc, argv, 6, 12345);
-    uint64_t threads = (uint64_t)bench_arg(argc, argv, 7, 2);
-    if (min < 8 || max < min || chunks == 0 || chunks > 0xffffffffu || rounds == 0 ||
-        threads == 0 || threads > 1024)
-        bench_die("bad parameters (MIN must be at least 8)");
+    larson_args a = larson_parse(argc, argv, 128, 20, SIZE_MAX,
+                                 "SECS may be a decimal fraction given in ms with BENCH_LARSON_MS");
+    size_t min = a.min, max = a.max;
+    uint64_t chunks = a.chunks, threads = a.threads;
 
     void **all = calloc(threads * chunks, sizeof *all);
     slice *sl = calloc(threads, sizeof *sl);
     if (!all || !sl)
         bench_die("out of memory");
-    uint64_t s = bench_seed(seed), span = (uint64_t)(max - min) + 1;
+    uint64_t s = bench_seed(a.seed), span = (uint64_t)(max - min) + 1;
     for (uint64_t i = 0; i < threads * chunks; i++) { /* warm-up: main allocates */
         uint64_t r = bench_rand(&s);
-        size_t sz = min + (size_t)(((r & 0xffffffffu) * span) >> 32);
+        size_t sz = BENCH_UNIFORM(r, min, span);
         all[i] = malloc(sz);
         if (!all[i])
             bench_die("malloc failed");
         xfer_tag(all[i], sz);
     }
-    pthread_attr_init(&detached);
-    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
-
-    double t0 = bench_now();
-    for (uint64_t i = 0; i < threads; i++) {
+    for (uint64_t i = 0; i < threads; i++)
         sl[i] = (slice){.blocks = all + i * chunks, .n = (uint32_t)chunks, .min = min, .max = max,
-                        .steps = rounds * chunks, .state = bench_seed(seed + 1 + i)};
-        pthread_t t;
-        if (pthread_create(&t, &detached, worker, &sl[i]))
-            bench_die("pthread_create failed");
-    }
-    struct timespec ts = {(time_t)secs_arg, (long)((secs_arg - (double)(time_t)secs_arg) * 1e9)};
-    nanosleep(&ts, NULL);
-    atomic_store(&stop_flag, 1);
-    pthread_mutex_lock(&done_mu);
-    while (slices_done < (int)threads)
-        pthread_cond_wait(&done_cv, &done_mu);
-    pthread_mutex_unlock(&done_mu);
-    double secs = bench_now() - t0;
+                        .steps = a.rounds * chunks, .state = bench_seed(a.seed + 1 + i)};
+    double secs = larson_run(worker, sl, sizeof *sl, threads, a.secs);
 
     uint64_t ops = 0, gens = 0, check = 0;
     for (uint64_t i = 0; i < threads; i++) {
@@ -140,11 +94,6 @@ int main(int argc, char **argv)
     }
     free(all);
     free(sl);
-    bench_result("larson", (double)ops, secs,
-                 "threads=%llu min=%zu max=%zu chunks=%llu rounds=%llu thread_generations=%llu "
-                 "live_rss_kb=%ld check=%llu",
-                 (unsigned long long)threads, min, max, (unsigned long long)chunks,
-                 (unsigned long long)rounds, (unsigned long long)gens, rss_before_free,
-                 (unsigned long long)check);
+    larson_result("larson", &a, ops, secs, gens, rss_before_free, check);
     return 0;
 }
