@@ -42,7 +42,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_includes  # noqa: E402  (the table reader both checks share)
+import check_includes  # noqa: E402  (the table reader, report and self-test helpers both checks share)
 
 BEGIN = "<!-- calls:begin -->"
 END = "<!-- calls:end -->"
@@ -228,14 +228,8 @@ def check(build, src, readme):
 
 def run(build, src, readme):
     problems, _ = check(build, src, readme)
-    for p in problems:
-        print("check_calls: " + p, file=sys.stderr)
-    if problems:
-        print("check_calls: %d problem(s); the layers and the table are in src/README.md"
-              % len(problems), file=sys.stderr)
-        return 1
-    print("check_calls: every call between the objects in %s is allowed by %s" % (build, readme))
-    return 0
+    return check_includes.report("check_calls", problems, "every call between the objects in %s "
+                                 "is allowed by %s" % (build, readme))
 
 
 def graph_report(build, src, readme):
@@ -334,14 +328,7 @@ def self_test(build, src, readme):
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--build", tmp,
                                 "--src", src, "--table", tpath],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-            ok = r.returncode == 1 and all(e in r.stderr for e in expect)
-            print("self-test %s: %s" % (name, "ok (the checker failed as it must)" if ok else "FAILED"))
-            for line in r.stderr.splitlines():
-                print("    " + line)
-            if not ok:
-                print("self-test %s: expected exit 1 and %s, got exit %d" % (name, expect, r.returncode),
-                      file=sys.stderr)
-            return ok
+            return check_includes.case_verdict(name, r, expect)
         finally:
             shutil.rmtree(tmp)
 
@@ -395,10 +382,7 @@ def self_test(build, src, readme):
         results.append(case("a tolerated call no longer made (%s -> %s)" % (f, g),
                             lambda tmp, odir: _drop_calls(odir, f, g, objs), keep,
                             ["src/%s no longer calls %s" % (f, g)]))
-    if not all(results):
-        return 1
-    print("self-test: all %d cases behaved as they must" % len(results))
-    return 0
+    return check_includes.self_test_status(results)
 
 
 def _drop_calls(odir, f, g, objs):
@@ -420,31 +404,17 @@ def _drop_calls(odir, f, g, objs):
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    src = os.path.join(root, "src")
-    build = os.path.join(root, "build")
-    readme = None
-    mode = "check"
-    args = list(argv)
-    while args:
-        a = args.pop(0)
-        if a == "--build" and args:
-            build = args.pop(0)
-        elif a == "--src" and args:
-            src = args.pop(0)
-        elif a == "--table" and args:
-            readme = args.pop(0)
-        elif a == "--graph":
-            mode = "graph"
-        elif a == "--self-test":
-            mode = "self-test"
-        else:
-            print(__doc__, file=sys.stderr)
-            return 2
-    if readme is None:
-        readme = os.path.join(src, "README.md")
-    if mode == "graph":
+    parsed = check_includes.parse_args(argv, ("--build", "--src", "--table"), ("--graph", "--self-test"))
+    if parsed is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    values, mode = parsed
+    src = values.get("--src", os.path.join(root, "src"))
+    build = values.get("--build", os.path.join(root, "build"))
+    readme = values.get("--table", os.path.join(src, "README.md"))
+    if mode == "--graph":
         return graph_report(build, src, readme)
-    if mode == "self-test":
+    if mode == "--self-test":
         return self_test(build, src, readme)
     return run(build, src, readme)
 

@@ -147,15 +147,49 @@ def check(src, readme):
     return problems
 
 
-def run(src, readme):
-    problems = check(src, readme)
+def report(tool, problems, ok):
+    """Exit status 1 with each problem on stderr, or 0 with ok on stdout,
+    every line led by the tool's name (check_calls.py reports through it
+    too, as it shares the self-test helpers and parse_args below)."""
     for p in problems:
-        print("check_includes: " + p, file=sys.stderr)
+        print("%s: %s" % (tool, p), file=sys.stderr)
     if problems:
-        print("check_includes: %d problem(s); the layers and the table are in "
-              "src/README.md" % len(problems), file=sys.stderr)
+        print("%s: %d problem(s); the layers and the table are in "
+              "src/README.md" % (tool, len(problems)), file=sys.stderr)
         return 1
-    print("check_includes: every project include in %s is allowed by %s" % (src, readme))
+    print("%s: %s" % (tool, ok))
+    return 0
+
+
+def run(src, readme):
+    return report("check_includes", check(src, readme),
+                  "every project include in %s is allowed by %s" % (src, readme))
+
+
+def case_verdict(name, r, expect, fails=True):
+    """Whether the checker's run r (a subprocess result) on a self-test
+    case ended as it must: exit 1 with every string of expect on stderr
+    (fails), else exit 0. Said on stdout with the run's stderr indented."""
+    if fails:
+        ok = r.returncode == 1 and all(e in r.stderr for e in expect)
+        verdict = "ok (the checker failed as it must)"
+    else:
+        ok = r.returncode == 0
+        verdict = "ok (the checker passed as it must)"
+    print("self-test %s: %s" % (name, verdict if ok else "FAILED"))
+    for line in r.stderr.splitlines():
+        print("    " + line)
+    if not ok:
+        print("self-test %s: expected exit %d and %s, got exit %d"
+              % (name, 1 if fails else 0, expect, r.returncode), file=sys.stderr)
+    return ok
+
+
+def self_test_status(results):
+    """The self-test's exit status from its cases' verdicts."""
+    if not all(results):
+        return 1
+    print("self-test: all %d cases behaved as they must" % len(results))
     return 0
 
 
@@ -178,19 +212,7 @@ def self_test(src, readme):
                                 "--src", copy, "--table", table],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                universal_newlines=True)
-            if fails:
-                ok = r.returncode == 1 and all(e in r.stderr for e in expect)
-                verdict = "ok (the checker failed as it must)"
-            else:
-                ok = r.returncode == 0
-                verdict = "ok (the checker passed as it must)"
-            print("self-test %s: %s" % (name, verdict if ok else "FAILED"))
-            for line in r.stderr.splitlines():
-                print("    " + line)
-            if not ok:
-                print("self-test %s: expected exit %d and %s, got exit %d"
-                      % (name, 1 if fails else 0, expect, r.returncode), file=sys.stderr)
-            return ok
+            return case_verdict(name, r, expect, fails)
         finally:
             shutil.rmtree(tmp)
 
@@ -226,32 +248,37 @@ def self_test(src, readme):
                                     or INCLUDE_RE.match(l).group(1) != hdr))
         results.append(case("tolerated include no longer there", drop,
                             ['src/%s: no longer includes "%s"' % (f, hdr)]))
-    if not all(results):
-        return 1
-    print("self-test: all %d cases behaved as they must" % len(results))
-    return 0
+    return self_test_status(results)
+
+
+def parse_args(argv, options, modes):
+    """({option: value}, mode) of a command line made of the options
+    ("--name VALUE", the last one given counts) and modes ("--name", the
+    last one given is the mode; None without one); None for anything else,
+    a missing value included."""
+    values, mode = {}, None
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a in options and args:
+            values[a] = args.pop(0)
+        elif a in modes:
+            mode = a
+        else:
+            return None
+    return values, mode
 
 
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
-    src = os.path.join(os.path.dirname(here), "src")
-    readme = None
-    selftest = False
-    args = list(argv)
-    while args:
-        a = args.pop(0)
-        if a == "--src" and args:
-            src = args.pop(0)
-        elif a == "--table" and args:
-            readme = args.pop(0)
-        elif a == "--self-test":
-            selftest = True
-        else:
-            print(__doc__, file=sys.stderr)
-            return 2
-    if readme is None:
-        readme = os.path.join(src, "README.md")
-    return self_test(src, readme) if selftest else run(src, readme)
+    parsed = parse_args(argv, ("--src", "--table"), ("--self-test",))
+    if parsed is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    values, mode = parsed
+    src = values.get("--src", os.path.join(os.path.dirname(here), "src"))
+    readme = values.get("--table", os.path.join(src, "README.md"))
+    return self_test(src, readme) if mode else run(src, readme)
 
 
 if __name__ == "__main__":
