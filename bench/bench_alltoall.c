@@ -7,8 +7,7 @@
  * so (THREADS-1)/THREADS of the frees are of blocks from other threads.
  * ops = mallocs + frees = 2 * THREADS * THREADS * BATCH * ROUNDS.
  */
-#include "bench_common.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -72,11 +71,9 @@ int main(int argc, char **argv)
         bench_die("out of memory");
     pthread_barrier_init(&start_bar, NULL, nthreads + 1);
     pthread_barrier_init(&bar, NULL, nthreads);
-    for (uint32_t i = 0; i < nthreads; i++) {
+    for (uint32_t i = 0; i < nthreads; i++)
         w[i].id = i;
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-            bench_die("pthread_create failed");
-    }
+    BENCH_START_THREADS(w, nthreads, tid, run);
     pthread_barrier_wait(&start_bar);
     double t0 = bench_now();
     uint64_t check = 0;

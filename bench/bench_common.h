@@ -169,6 +169,12 @@ static BENCH_UNUSED bench_iws bench_iws_args(int argc, char **argv, long long it
     return a;
 }
 
+static BENCH_UNUSED void bench_sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 static BENCH_UNUSED long long bench_env(const char *name, long long def)
 {
     const char *s = getenv(name);

@@ -13,8 +13,7 @@
  * An allocator that gives blocks of different threads one cache line makes
  * the writes bounce the line between cores. ops = total byte writes.
  */
-#include "bench_common.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -72,9 +71,7 @@ int main(int argc, char **argv)
             memset(w[i].given, 0, size);
         }
     pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
-    for (uint64_t i = 0; i < threads; i++)
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-            bench_die("pthread_create failed");
+    BENCH_START_THREADS(w, threads, tid, run);
     pthread_barrier_wait(&bar);
     double t0 = bench_now();
     uint64_t check = 0;

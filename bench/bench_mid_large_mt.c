@@ -8,7 +8,7 @@
  * last thread's end. BENCH_BASELINE=1 as in bench_random_mixed.
  */
 #include "bench_mixed_loop.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -46,12 +46,10 @@ int main(int argc, char **argv)
     if (!w)
         bench_die("out of memory");
     pthread_barrier_init(&start_barrier, NULL, (unsigned)threads + 1);
-    for (uint64_t i = 0; i < threads; i++) {
+    for (uint64_t i = 0; i < threads; i++)
         w[i] = (worker){.iters = iters, .seed = seed * 1000003u + i, .ws = (uint32_t)ws,
                         .min = min, .max = max, .baseline = baseline};
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-            bench_die("pthread_create failed");
-    }
+    BENCH_START_THREADS(w, threads, tid, run);
     pthread_barrier_wait(&start_barrier);
     double t0 = bench_now();
     uint64_t calls = 0, check = 0;

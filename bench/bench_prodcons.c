@@ -8,10 +8,8 @@
  * Every free is of a block allocated by another thread.
  * ops = mallocs + frees = 2 * ITEMS * pairs.
  */
-#include "bench_common.h"
+#include "bench_xfer.h" /* xfer_pause; this program's ring is its own */
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 
 #define RING 1024u
 
@@ -25,16 +23,6 @@ typedef struct {
 } pair;
 
 static pthread_barrier_t start_barrier;
-
-static inline void backoff(unsigned *spins)
-{
-    if (++*spins < 64)
-        __asm__ volatile("" ::: "memory");
-    else {
-        *spins = 0;
-        sched_yield();
-    }
-}
 
 static void *producer(void *arg)
 {
@@ -53,7 +41,7 @@ static void *producer(void *arg)
         while (tail - head_cache >= RING) {
             head_cache = atomic_load_explicit(&q->head, memory_order_acquire);
             if (tail - head_cache >= RING)
-                backoff(&spins);
+                xfer_pause(&spins);
         }
         q->slot[tail % RING] = p;
         tail++;
@@ -72,7 +60,7 @@ static void *consumer(void *arg)
         while (head == tail_cache) {
             tail_cache = atomic_load_explicit(&q->tail, memory_order_acquire);
             if (head == tail_cache)
-                backoff(&spins);
+                xfer_pause(&spins);
         }
         void *p = q->slot[head % RING];
         check += *(unsigned char *)p;

@@ -14,8 +14,8 @@
  * ops = mallocs + frees; secs = from the start to the last thread's exit.
  * Defaults: bench_remote_mix 2 1000 16 256 256 50
  */
+#include "bench_threads.h"
 #include "bench_xfer.h"
-#include <pthread.h>
 
 #define WINDOW 1024u
 #define INFLIGHT 4096u
@@ -154,15 +154,12 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < n_threads; i++)
         xfer_ring_init(&rings[i], (uint32_t)batch, INFLIGHT);
     pthread_barrier_init(&start_barrier, NULL, (unsigned)(n_threads + 1));
-    for (uint64_t i = 0; i < n_threads; i++) {
+    for (uint64_t i = 0; i < n_threads; i++)
         w[i] = (worker){.id = i};
-        if (pthread_create(&w[i].t, NULL, run, &w[i]))
-            bench_die("pthread_create failed");
-    }
+    BENCH_START_THREADS(w, n_threads, t, run);
     pthread_barrier_wait(&start_barrier);
     double t0 = bench_now();
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    bench_sleep_ms(ms);
     atomic_store(&stop_flag, 1);
     uint64_t mallocs = 0, frees = 0, remote = 0, check = 0;
     for (uint64_t i = 0; i < n_threads; i++) {
@@ -173,9 +170,7 @@ int main(int argc, char **argv)
         check += w[i].check;
     }
     double secs = bench_now() - t0;
-    if (mallocs != frees)
-        bench_die("%llu blocks allocated but %llu freed", (unsigned long long)mallocs,
-                  (unsigned long long)frees);
+    xfer_check_balance(mallocs, frees);
     for (uint64_t i = 0; i < n_threads; i++)
         xfer_ring_destroy(&rings[i]);
     free(rings);

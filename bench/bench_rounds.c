@@ -22,8 +22,8 @@
  * the measured time.
  * Defaults: bench_rounds 2 100 20000 16 1024 1000 0
  */
+#include "bench_threads.h"
 #include "bench_xfer.h"
-#include <pthread.h>
 
 #define LOCAL 512u
 #define SHARED 1024u
@@ -155,26 +155,20 @@ int main(int argc, char **argv)
     double t0, wall, paused = 0;
     if (!fresh) {
         pthread_barrier_init(&round_barrier, NULL, (unsigned)n_threads + 1);
-        for (uint64_t i = 0; i < n_threads; i++)
-            if (pthread_create(&w[i].t, NULL, run, &w[i]))
-                bench_die("pthread_create failed");
+        BENCH_START_THREADS(w, n_threads, t, run);
         /* the main thread joins each round's barrier to start the clock with round 0 */
         pthread_barrier_wait(&round_barrier);
         t0 = bench_now();
         for (uint64_t round = 1; round <= rounds; round++)
             pthread_barrier_wait(&round_barrier);
         wall = bench_now() - t0;
-        for (uint64_t i = 0; i < n_threads; i++)
-            pthread_join(w[i].t, NULL);
+        BENCH_JOIN_THREADS(w, n_threads, t);
         paused = w[0].pause_secs;
     } else {
         t0 = bench_now();
         for (uint64_t round = 0; round < rounds; round++) {
-            for (uint64_t i = 0; i < n_threads; i++)
-                if (pthread_create(&w[i].t, NULL, run_once, &w[i]))
-                    bench_die("pthread_create failed");
-            for (uint64_t i = 0; i < n_threads; i++)
-                pthread_join(w[i].t, NULL);
+            BENCH_START_THREADS(w, n_threads, t, run_once);
+            BENCH_JOIN_THREADS(w, n_threads, t);
             if (pause_us)
                 paused += pause_now();
         }

@@ -8,8 +8,7 @@
  * frees three quarters and leaves the last quarter for its successor.
  * ops = mallocs + frees; threads_per_sec is also printed.
  */
-#include "bench_common.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -56,19 +55,12 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [GENERATIONS=2000] [THREADS=2] [BLOCKS=500] [MIN=16] [MAX=4096]\n",
-               argv[0]);
-        return 0;
-    }
-    uint64_t gens = (uint64_t)bench_arg(argc, argv, 1, 2000);
-    uint32_t threads = (uint32_t)bench_arg(argc, argv, 2, 2);
-    blocks = (uint32_t)bench_arg(argc, argv, 3, 500);
-    min_sz = (size_t)bench_arg(argc, argv, 4, 16);
-    max_sz = (size_t)bench_arg(argc, argv, 5, 4096);
-    if (threads == 0 || threads > 1024 || blocks == 0 || blocks > 10000000 || min_sz == 0 ||
-        max_sz < min_sz)
-        bench_die("bad parameters");
+    bench_gens a = bench_gens_args(argc, argv, 2000, 500, -1, 1, SIZE_MAX);
+    uint64_t gens = a.gens;
+    uint32_t threads = a.threads;
+    blocks = a.blocks;
+    min_sz = a.min;
+    max_sz = a.max;
     slot *w = calloc(threads, sizeof *w);
     if (!w)
         bench_die("out of memory");
@@ -81,11 +73,8 @@ int main(int argc, char **argv)
     }
     double t0 = bench_now();
     for (uint64_t g = 0; g < gens; g++) {
-        for (uint32_t i = 0; i < threads; i++)
-            if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-                bench_die("pthread_create failed");
-        for (uint32_t i = 0; i < threads; i++)
-            pthread_join(w[i].tid, NULL);
+        BENCH_START_THREADS(w, threads, tid, run);
+        BENCH_JOIN_THREADS(w, threads, tid);
     }
     double secs = bench_now() - t0;
     uint64_t ops = 0, check = 0;

@@ -15,8 +15,7 @@
  * mutex once per batch. What is left at the end is freed untimed.
  * ops = mallocs + frees inside the threads.
  */
-#include "bench_common.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -86,20 +85,12 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [GENERATIONS=1500] [THREADS=2] [BLOCKS=1000] [MIN=16] [MAX=4096] [SEED=21]\n",
-               argv[0]);
-        return 0;
-    }
-    uint64_t gens = (uint64_t)bench_arg(argc, argv, 1, 1500);
-    uint32_t threads = (uint32_t)bench_arg(argc, argv, 2, 2);
-    blocks = (uint32_t)bench_arg(argc, argv, 3, 1000);
-    min_sz = (size_t)bench_arg(argc, argv, 4, 16);
-    max_sz = (size_t)bench_arg(argc, argv, 5, 4096);
-    uint64_t seed = (uint64_t)bench_arg(argc, argv, 6, 21);
-    if (threads == 0 || threads > 1024 || blocks < 2 || blocks > 10000000 || min_sz == 0 ||
-        max_sz < min_sz || max_sz > ((size_t)1 << 40))
-        bench_die("bad parameters");
+    bench_gens a = bench_gens_args(argc, argv, 1500, 1000, 21, 2, (size_t)1 << 40);
+    uint64_t gens = a.gens, seed = a.seed;
+    uint32_t threads = a.threads;
+    blocks = a.blocks;
+    min_sz = a.min;
+    max_sz = a.max;
     bench_logu_init(&sizes, min_sz, max_sz);
     mbox_keep = (size_t)threads * (blocks / 2);
     mbox_cap = mbox_keep + (size_t)threads * (blocks / 2);
@@ -115,11 +106,8 @@ int main(int argc, char **argv)
     }
     double t0 = bench_now();
     for (uint64_t g = 0; g < gens; g++) {
-        for (uint32_t i = 0; i < threads; i++)
-            if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-                bench_die("pthread_create failed");
-        for (uint32_t i = 0; i < threads; i++)
-            pthread_join(w[i].tid, NULL);
+        BENCH_START_THREADS(w, threads, tid, run);
+        BENCH_JOIN_THREADS(w, threads, tid);
     }
     double secs = bench_now() - t0;
     uint64_t ops = 0, check = 0;

@@ -18,8 +18,7 @@
  * ops = mallocs + frees; secs = wall time from a common start to the last
  * thread's end; bytes_written is what the threads wrote.
  */
-#include "bench_common.h"
-#include <pthread.h>
+#include "bench_threads.h"
 
 typedef struct {
     pthread_t tid;
@@ -84,11 +83,9 @@ int main(int argc, char **argv)
     if (!w)
         bench_die("out of memory");
     pthread_barrier_init(&start_barrier, NULL, (unsigned)threads + 1);
-    for (uint64_t i = 0; i < threads; i++) {
+    for (uint64_t i = 0; i < threads; i++)
         w[i] = (worker){.iters = iters, .seed = seed * 1000003u + i, .ws = (uint32_t)ws};
-        if (pthread_create(&w[i].tid, NULL, run, &w[i]))
-            bench_die("pthread_create failed");
-    }
+    BENCH_START_THREADS(w, threads, tid, run);
     pthread_barrier_wait(&start_barrier);
     double t0 = bench_now();
     uint64_t ops = 0, written = 0, check = 0;

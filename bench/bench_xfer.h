@@ -6,6 +6,7 @@
  * Batch ring: one producer thread publishes batches of up to BATCH pointers,
  * one consumer thread takes them. Batch storage is allocated once up front,
  * outside the measured part, so the ring itself does not call the allocator.
+ * xfer_check_balance() is the programs' last check that no block was lost.
  */
 #ifndef HAKMEM_BENCH_XFER_H
 #define HAKMEM_BENCH_XFER_H
@@ -91,6 +92,14 @@ static inline void **xfer_ring_peek(xfer_ring *r, uint64_t head, uint32_t *n)
 static inline void xfer_ring_release(xfer_ring *r, uint64_t head)
 {
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+/* Every block the threads allocated was freed: the rings lost none. */
+static BENCH_UNUSED void xfer_check_balance(uint64_t mallocs, uint64_t frees)
+{
+    if (mallocs != frees)
+        bench_die("%llu blocks allocated but %llu freed", (unsigned long long)mallocs,
+                  (unsigned long long)frees);
 }
 
 #endif /* HAKMEM_BENCH_XFER_H */

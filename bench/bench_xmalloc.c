@@ -14,8 +14,8 @@
  * others free"); 2 producers + 1 consumer is its reverse.
  * Defaults: bench_xmalloc 1 1 1000 8 64 32
  */
+#include "bench_threads.h"
 #include "bench_xfer.h"
-#include <pthread.h>
 
 #define INFLIGHT 4096u
 
@@ -143,20 +143,15 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < n_prod * n_cons; i++)
         xfer_ring_init(&rings[i], (uint32_t)batch, INFLIGHT);
     pthread_barrier_init(&start_barrier, NULL, (unsigned)(n_prod + n_cons + 1));
-    for (uint64_t i = 0; i < n_cons; i++) {
+    for (uint64_t i = 0; i < n_cons; i++)
         cw[i] = (worker){.id = i};
-        if (pthread_create(&cw[i].t, NULL, consumer, &cw[i]))
-            bench_die("pthread_create failed");
-    }
-    for (uint64_t i = 0; i < n_prod; i++) {
+    for (uint64_t i = 0; i < n_prod; i++)
         pw[i] = (worker){.id = i};
-        if (pthread_create(&pw[i].t, NULL, producer, &pw[i]))
-            bench_die("pthread_create failed");
-    }
+    BENCH_START_THREADS(cw, n_cons, t, consumer);
+    BENCH_START_THREADS(pw, n_prod, t, producer);
     pthread_barrier_wait(&start_barrier);
     double t0 = bench_now();
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    bench_sleep_ms(ms);
     atomic_store(&stop_flag, 1);
     uint64_t mallocs = 0, frees = 0, pwaits = 0, cwaits = 0, check = 0;
     for (uint64_t i = 0; i < n_prod; i++) {
@@ -171,9 +166,7 @@ int main(int argc, char **argv)
         check += cw[i].check;
     }
     double secs = bench_now() - t0;
-    if (mallocs != frees)
-        bench_die("%llu blocks allocated but %llu freed", (unsigned long long)mallocs,
-                  (unsigned long long)frees);
+    xfer_check_balance(mallocs, frees);
     for (uint64_t i = 0; i < n_prod * n_cons; i++)
         xfer_ring_destroy(&rings[i]);
     free(rings);
