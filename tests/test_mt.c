@@ -616,16 +616,8 @@ static void part_exit(void)
       exit(42);
     }
     int status = 0;
-    double deadline = now_s() + 30.0;
-    pid_t w;
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0) {
-      if (now_s() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        CHECK(0, "exit round %u: process calling exit() with busy threads did not terminate in 30 s", it);
-      }
-      usleep(1000);
-    }
+    CHECK(tu_wait_child(pid, &status, 30.0) != 0,
+          "exit round %u: process calling exit() with busy threads did not terminate in 30 s", it);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42,
           "exit round %u: exit(42) with threads in malloc/free ended with %s %d", it,
           WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -719,16 +711,8 @@ static void part_fork(void)
     CHECK(pid >= 0, "fork failed: errno %d", errno);
     if (pid == 0) fork_child(it);
     int status = 0;
-    double deadline = now_s() + 30.0;
-    pid_t w;
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0) {
-      if (now_s() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        CHECK(0, "fork iteration %u: child %d did not finish within 30 s (deadlock after fork?)", it, (int)pid);
-      }
-      usleep(1000);
-    }
+    pid_t w = tu_wait_child(pid, &status, 30.0);
+    CHECK(w != 0, "fork iteration %u: child %d did not finish within 30 s (deadlock after fork?)", it, (int)pid);
     CHECK(w == pid, "waitpid: errno %d", errno);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
           "fork iteration %u: child %s %d", it, WIFEXITED(status) ? "exited with" : "killed by signal",

@@ -370,17 +370,9 @@ static void *fk_forker(void *arg)
     if (pid == 0) fk_child(n);
     pthread_mutex_unlock(&fk_mu);
     CHECK(pid > 0, "fork: %s", strerror(errno));
-    int st;
-    double deadline = now_s() + 30;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-      if (now_s() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        CHECK(0, "fork #%llu: child did not finish in 30 s (deadlock after fork?)", n);
-      }
-      usleep(500);
-    }
+    int st = 0;
+    pid_t w = tu_wait_child(pid, &st, 30.0);
+    CHECK(w != 0, "fork #%llu: child did not finish in 30 s (deadlock after fork?)", n);
     CHECK(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork #%llu: child status 0x%x (%s)", n, st,
           WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit");
     mine++;

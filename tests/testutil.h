@@ -21,6 +21,9 @@
 #include "hakmem.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A statistics snapshot (hak_stats_get with the caller's full size). */
@@ -46,6 +49,27 @@ static inline size_t tu_rss_bytes(void)
   char *q = buf;
   while (*q && *q != ' ') q++;
   return (size_t)strtoul(q, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Waits for the child pid at most secs seconds: waitpid's result (pid, or
+ * -1 with errno), or 0 when the child was still running then; it is killed
+ * and reaped, so that a child hung (a lock held across fork, exit blocked)
+ * fails its test instead of hanging it. *status as waitpid sets it. */
+static inline pid_t tu_wait_child(pid_t pid, int *status, double secs)
+{
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t w;
+  while ((w = waitpid(pid, status, WNOHANG)) == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > secs) {
+      kill(pid, SIGKILL);
+      waitpid(pid, status, 0);
+      return 0;
+    }
+    usleep(500);
+  }
+  return w;
 }
 
 /* A figure's verdict: 1 (and msg on stderr) when bad, else 0; a test ORs
