@@ -191,11 +191,7 @@ static node_t *phase_alloc(size_t total, size_t lo, size_t hi, unsigned nbig, si
     } else {
       sz = rng_logsize(&r, lo, hi);
     }
-    node_t *b = malloc(sz);
-    CHECK(b != NULL, "malloc(%zu) after %zu MiB", sz, got / MiB);
-    memset(b, 0x5a, sz); /* every page resident */
-    b->next = head;
-    head = b;
+    node_push_touched(&head, sz, got);
     got += sz;
     n++;
   }

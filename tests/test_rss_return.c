@@ -124,11 +124,7 @@ static node_t *alloc_list(size_t total, size_t lo, size_t hi, uint64_t seed, siz
   size_t got = 0, n = 0;
   while (got < total) {
     size_t sz = lo == hi ? lo : rng_logsize(&r, lo, hi);
-    node_t *b = malloc(sz);
-    CHECK(b != NULL, "malloc(%zu) after %zu MiB", sz, got / MiB);
-    memset(b, 0x5a, sz); /* touch every page */
-    b->next = head;
-    head = b;
+    node_push_touched(&head, sz, got);
     got += sz;
     n++;
   }
@@ -168,27 +164,21 @@ static size_t followup(const char *what, size_t before)
   return a;
 }
 
-static void part_small(void)
+/* g_bytes in blocks of lo..hi bytes allocated and freed by this thread:
+ * back within 16 MiB of the start with no allocator call after the frees */
+static void part_one_thread(const char *what, size_t lo, size_t hi, uint64_t seed, const char *blocks)
 {
   size_t before = tu_rss_bytes(), n;
-  node_t *h = alloc_list(g_bytes, 64, 64, 1, &n);
+  node_t *h = alloc_list(g_bytes, lo, hi, seed, &n);
   size_t peak = tu_rss_bytes();
   node_list_free(h);
   size_t after = settle(before, 16 * MiB); /* no allocator call since the last free */
-  printf("small:  %zu blocks of 64 B\n", n);
-  verdict("small", before, peak, after, 16 * MiB);
+  printf("%s:  %zu blocks of %s\n", what, n, blocks);
+  verdict(what, before, peak, after, 16 * MiB);
 }
 
-static void part_mixed(void)
-{
-  size_t before = tu_rss_bytes(), n;
-  node_t *h = alloc_list(g_bytes, 16, 32768, 2, &n);
-  size_t peak = tu_rss_bytes();
-  node_list_free(h);
-  size_t after = settle(before, 16 * MiB); /* no allocator call since the last free */
-  printf("mixed:  %zu blocks of 16 B..32 KiB\n", n);
-  verdict("mixed", before, peak, after, 16 * MiB);
-}
+static void part_small(void) { part_one_thread("small", 64, 64, 1, "64 B"); }
+static void part_mixed(void) { part_one_thread("mixed", 16, 32768, 2, "16 B..32 KiB"); }
 
 static node_t *remote_list;
 static size_t remote_n;

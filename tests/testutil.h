@@ -122,6 +122,17 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
 /* ---- blocks chained through their first word (no side table to allocate) ---- */
 typedef struct node { struct node *next; } node_t;
 
+/* A block of sz bytes with every page written (resident), pushed on *head;
+ * got (bytes so far) only names the point of a failure. */
+static inline void node_push_touched(node_t **head, size_t sz, size_t got)
+{
+  node_t *b = (node_t *)malloc(sz);
+  CHECK(b != NULL, "malloc(%zu) after %zu MiB", sz, got >> 20);
+  memset(b, 0x5a, sz);
+  b->next = *head;
+  *head = b;
+}
+
 static inline void node_list_free(node_t *h)
 {
   while (h) {
