@@ -123,14 +123,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_borrow medium|big [off]\n");
     return 2;
   }
-  for (unsigned i = 0; i < N; i++) {
-    lend[i] = malloc(lender_size);
-    if (lend[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", lender_size);
-      return 1;
-    }
-    pat_fill_range(lend[i], 0, lender_size, i);
-  }
+  tu_alloc_filled(lend, N, lender_size);
   for (unsigned i = 0; i + 1 < N; i++) free(lend[i]);
 
   /* The first read faults in the C library's pages it runs on (about

@@ -62,14 +62,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_reuse_first local|remote\n");
     return 2;
   }
-  for (unsigned i = 0; i < NBLK; i++) {
-    blk[i] = malloc(BSZ);
-    if (blk[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", BSZ);
-      return 1;
-    }
-    pat_fill_range(blk[i], 0, BSZ, i);
-  }
+  tu_alloc_filled(blk, NBLK, BSZ);
   void *freed[NFREE / 2];
   for (unsigned i = 0; i < NFREE; i += 2) freed[i / 2] = blk[i];
   if (remote) {

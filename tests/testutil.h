@@ -246,6 +246,16 @@ static inline size_t pat_check_range(const void *p, size_t from, size_t to, uint
 static inline void pat_fill(void *p, size_t n, uint64_t key) { pat_fill_range(p, 0, n, key); }
 static inline size_t pat_check(const void *p, size_t n, uint64_t key) { return pat_check_range(p, 0, n, key); }
 
+/* n blocks of sz bytes in blk[], block i filled whole with key i */
+static inline void tu_alloc_filled(void **blk, unsigned n, size_t sz)
+{
+  for (unsigned i = 0; i < n; i++) {
+    blk[i] = malloc(sz);
+    CHECK(blk[i] != NULL, "malloc(%zu) returned NULL", sz);
+    pat_fill(blk[i], sz, i);
+  }
+}
+
 /* Blocks above PAT_SAMPLE_MIN are filled/checked only in "probe" regions:
  * the first and last 256 bytes and PAT_PROBES 64-byte windows spread evenly. */
 #define PAT_SAMPLE_MIN ((size_t)256 * 1024)
