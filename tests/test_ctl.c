@@ -33,6 +33,15 @@ static __attribute__((noinline)) void **hold(size_t n, size_t size) {
   return v;
 }
 
+/* prof.active set to on, 8 MiB more held (in *keep), then a dump to path:
+ * the live samples it has. */
+static long samples_after_hold(bool on, const char *path, void ***keep) {
+  CHECK(hak_ctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active %s", on ? "on" : "off");
+  *keep = hold(8192, 1024);
+  CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump to %s", path);
+  return tu_heap_samples(path);
+}
+
 static void drop(void **v, size_t n) {
   for (size_t i = 0; i < n; i++) free(v[i]);
   free(v);
@@ -149,18 +158,9 @@ int main(int argc, char **argv) {
   CHECK(hak_ctl("prof.dump", NULL, NULL, &bad, sizeof bad) == EFAULT, "prof.dump to a missing directory");
   long n0 = tu_heap_samples(p0);
   /* Off: 8 MiB held at 1 sample per 4 KiB would give ~2000 samples. */
-  on = false;
-  CHECK(hak_ctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active off");
-  void **k1 = hold(8192, 1024);
-  path = p1;
-  CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump 1");
-  long n1 = tu_heap_samples(p1);
-  on = true;
-  CHECK(hak_ctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active on");
-  void **k2 = hold(8192, 1024);
-  path = p2;
-  CHECK(hak_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0, "prof.dump 2");
-  long n2 = tu_heap_samples(p2);
+  void **k1, **k2;
+  long n1 = samples_after_hold(false, p1, &k1);
+  long n2 = samples_after_hold(true, p2, &k2);
   printf("live samples: %ld at start, %ld after 8 MiB with prof.active off, %ld after 8 MiB on\n", n0, n1, n2);
   CHECK(n1 <= n0 + 2, "samples taken while prof.active was off");
   CHECK(n2 >= n1 + 1000, "too few samples at prof.sample=4096");
