@@ -282,18 +282,15 @@ static std::map<int, std::vector<std::string>> g_destroyed_at_exit;
 int main()
 {
   for (int i = 0; i < 2000; i++) g_destroyed_at_exit[i].assign(3, std::string(static_cast<std::size_t>(i % 500) + 20, 'e'));
-  std::printf("test_cxx: plain\n");
-  test_plain();
-  std::printf("test_cxx: aligned\n");
-  test_aligned();
-  std::printf("test_cxx: failure\n");
-  test_failure();
-  std::printf("test_cxx: new_handler\n");
-  test_new_handler();
-  std::printf("test_cxx: containers\n");
-  test_containers();
-  std::printf("test_cxx: threads\n");
-  test_threads();
+  static const struct {
+    const char *name;
+    void (*run)();
+  } parts[] = {{"plain", test_plain},           {"aligned", test_aligned},       {"failure", test_failure},
+               {"new_handler", test_new_handler}, {"containers", test_containers}, {"threads", test_threads}};
+  for (const auto &p : parts) {
+    std::printf("test_cxx: %s\n", p.name);
+    p.run();
+  }
   std::printf("test_cxx: all passed\n");
   return 0;
 }
