@@ -53,10 +53,7 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [ROUNDS=2000] [BATCH=256] [MIN=16] [MAX=1024]\n", argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [THREADS=2] [ROUNDS=2000] [BATCH=256] [MIN=16] [MAX=1024]\n");
     nthreads = (uint32_t)bench_arg(argc, argv, 1, 2);
     rounds = (uint64_t)bench_arg(argc, argv, 2, 2000);
     batch = (uint32_t)bench_arg(argc, argv, 3, 256);

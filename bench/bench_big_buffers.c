@@ -29,10 +29,7 @@ static uint64_t touch_pages(unsigned char *p, size_t sz, uint64_t v)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [ITERS=180] [NBUF=20] [MIN_MIB=5] [MAX_MIB=25] [SEED=13]\n", argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [ITERS=180] [NBUF=20] [MIN_MIB=5] [MAX_MIB=25] [SEED=13]\n");
     uint64_t iters = (uint64_t)bench_arg(argc, argv, 1, 180);
     uint64_t nbuf = (uint64_t)bench_arg(argc, argv, 2, 20);
     uint64_t min_mib = (uint64_t)bench_arg(argc, argv, 3, 5);

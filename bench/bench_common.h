@@ -106,6 +106,24 @@ static BENCH_UNUSED void bench_die(const char *fmt, ...)
     exit(2);
 }
 
+/* --help or -h as the first argument. bench_iws_args and bench_twmm_args
+ * test it written out: inlined into a program's main through them it moved
+ * registers in the timed loops. */
+static BENCH_UNUSED int bench_wants_help(int argc, char **argv)
+{
+    return argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+}
+
+/* --help or -h as the first argument: prints USAGE (a printf format whose one
+ * conversion, %s, takes the program's name) and exits with status 0. */
+static BENCH_UNUSED void bench_usage(int argc, char **argv, const char *usage)
+{
+    if (bench_wants_help(argc, argv)) {
+        printf(usage, argv[0]);
+        exit(0);
+    }
+}
+
 static BENCH_UNUSED long long bench_arg(int argc, char **argv, int i, long long def)
 {
     if (i >= argc)

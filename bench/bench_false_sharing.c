@@ -48,11 +48,7 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [ITERS=1000] [WRITES=20000] [SIZE=8] [MODE=0 active|1 passive]\n",
-               argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [THREADS=2] [ITERS=1000] [WRITES=20000] [SIZE=8] [MODE=0 active|1 passive]\n");
     uint64_t threads = (uint64_t)bench_arg(argc, argv, 1, 2);
     iters = (uint64_t)bench_arg(argc, argv, 2, 1000);
     writes = (uint64_t)bench_arg(argc, argv, 3, 20000);

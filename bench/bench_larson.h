@@ -26,7 +26,7 @@ typedef struct larson_args {
 static BENCH_UNUSED larson_args larson_parse(int argc, char **argv, long long max, long long rounds,
                                             size_t max_limit, const char *secs_note)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    if (bench_wants_help(argc, argv)) {
         printf("usage: %s [SECS=1] [MIN=8] [MAX=%lld] [CHUNKS=5000] [ROUNDS=%lld] [SEED=12345] "
                "[THREADS=2]\n  %s\n",
                argv[0], max, rounds, secs_note);

@@ -74,10 +74,7 @@ static void *consumer(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [ITEMS=3000000] [MIN=16] [MAX=512]\n", argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [THREADS=2] [ITEMS=3000000] [MIN=16] [MAX=512]\n");
     uint64_t threads = (uint64_t)bench_arg(argc, argv, 1, 2);
     uint64_t items = (uint64_t)bench_arg(argc, argv, 2, 3000000);
     size_t min = (size_t)bench_arg(argc, argv, 3, 16);

@@ -132,11 +132,7 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [MS=1000] [MIN=16] [MAX=256] [BATCH=256] [REMOTE_PCT=50]\n",
-               argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [THREADS=2] [MS=1000] [MIN=16] [MAX=256] [BATCH=256] [REMOTE_PCT=50]\n");
     n_threads = (uint64_t)bench_arg(argc, argv, 1, 2);
     uint64_t ms = (uint64_t)bench_arg(argc, argv, 2, 1000);
     min_sz = (size_t)bench_arg(argc, argv, 3, 16);

@@ -127,12 +127,9 @@ static void *run_once(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [THREADS=2] [ROUNDS=100] [STEPS=20000] [MIN=16] [MAX=1024] "
-               "[PAUSE_US=1000] [FRESH=0]\n",
-               argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv,
+                "usage: %s [THREADS=2] [ROUNDS=100] [STEPS=20000] [MIN=16] [MAX=1024] "
+                "[PAUSE_US=1000] [FRESH=0]\n");
     n_threads = (uint64_t)bench_arg(argc, argv, 1, 2);
     rounds = (uint64_t)bench_arg(argc, argv, 2, 100);
     steps = (uint64_t)bench_arg(argc, argv, 3, 20000);

@@ -43,7 +43,7 @@ typedef struct bench_gens {
 static BENCH_UNUSED bench_gens bench_gens_args(int argc, char **argv, long long gens, long long blocks,
                                                long long seed, uint32_t min_blocks, size_t max_limit)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    if (bench_wants_help(argc, argv)) {
         printf("usage: %s [GENERATIONS=%lld] [THREADS=2] [BLOCKS=%lld] [MIN=16] [MAX=4096]", argv[0],
                gens, blocks);
         if (seed >= 0)

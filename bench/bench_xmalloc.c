@@ -119,11 +119,7 @@ static void *consumer(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: %s [PRODUCERS=1] [CONSUMERS=1] [MS=1000] [MIN=8] [MAX=64] [BATCH=32]\n",
-               argv[0]);
-        return 0;
-    }
+    bench_usage(argc, argv, "usage: %s [PRODUCERS=1] [CONSUMERS=1] [MS=1000] [MIN=8] [MAX=64] [BATCH=32]\n");
     n_prod = (uint64_t)bench_arg(argc, argv, 1, 1);
     n_cons = (uint64_t)bench_arg(argc, argv, 2, 1);
     uint64_t ms = (uint64_t)bench_arg(argc, argv, 3, 1000);
