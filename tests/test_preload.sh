@@ -23,6 +23,17 @@ skipped=0
 fail() { echo "FAIL [$1]: $2"; failures=$((failures + 1)); }
 skip() { echo "SKIP [$1]: $2"; skipped=$((skipped + 1)); }
 
+# need PART VAR PROG [WHERE]: VAR set to PROG's path; without PROG, PART is
+# skipped (WHERE, e.g. the package, follows "not installed") and need fails
+need() {
+  local path_
+  path_=$(command -v "$3") || { skip "$1" "$3 not installed${4:+ $4}"; return 1; }
+  printf -v "$2" %s "$path_"
+}
+
+# begin DIR: the part counts as run; DIR is its work directory
+begin() { ran=$((ran + 1)); mkdir -p "$1"; }
+
 # run_both NAME DIR CMD...: runs CMD in DIR/ref (glibc) and DIR/hak (hakmem)
 # with identical environments; stdout/stderr/exit status land in DIR/{ref,hak}.*
 run_both() {
@@ -65,9 +76,8 @@ part_maps() {
 PY=/usr/bin/python3
 part_python() {
   [ -x "$PY" ] || { skip python "$PY not installed"; return; }
-  ran=$((ran + 1))
   local d=$TMP/python
-  mkdir -p "$d"
+  begin "$d"
   cat >"$d/alloc.py" <<'PYEOF'
 import hashlib, json, random, sys
 rnd = random.Random(12345)
@@ -118,11 +128,9 @@ print("owned" if c.hak_owns(p) else "not-owned")
 }
 
 part_sort() {
-  local SORT
-  SORT=$(command -v sort) || { skip sort "sort not installed"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/sort
-  mkdir -p "$d"
+  local SORT d=$TMP/sort
+  need sort SORT sort || return
+  begin "$d"
   awk 'BEGIN { srand(42); for (i = 0; i < 200000; i++) { n = int(rand() * 1000000);
          s = ""; l = int(rand() * 60); for (j = 0; j < l; j++) s = s sprintf("%c", 97 + int(rand() * 26));
          printf "%s %d %s\n", s, n, i } }' >"$d/input.txt"
@@ -134,11 +142,9 @@ part_sort() {
 }
 
 part_gcc() {
-  local CC
-  CC=$(command -v gcc) || { skip gcc "gcc not installed"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/gcc
-  mkdir -p "$d"
+  local CC d=$TMP/gcc
+  need gcc CC gcc || return
+  begin "$d"
   {
     echo '#include <stdio.h>'
     echo '#include <string.h>'
@@ -163,11 +169,9 @@ part_gcc() {
 }
 
 part_perl() {
-  local PERL
-  PERL=$(command -v perl) || { skip perl "perl not installed"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/perl
-  mkdir -p "$d"
+  local PERL d=$TMP/perl
+  need perl PERL perl || return
+  begin "$d"
   cat >"$d/t.pl" <<'PLEOF'
 use strict; use warnings; use Digest::MD5 qw(md5_hex);
 my %h; my $seed = 7;
@@ -188,11 +192,9 @@ PLEOF
 }
 
 part_git() {
-  local GIT
-  GIT=$(command -v git) || { skip git "git not installed"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/git
-  mkdir -p "$d"
+  local GIT d=$TMP/git
+  need git GIT git || return
+  begin "$d"
   cat >"$d/script.sh" <<'GITEOF'
 set -e
 export HOME=$PWD GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com
@@ -265,11 +267,9 @@ part_pytests() {
 # sqlite3: a generated workload (inserts, indexes, joins, aggregates,
 # updates, deletes, vacuum, an in-memory database), output compared
 part_sqlite() {
-  local SQ
-  SQ=$(command -v sqlite3) || { skip sqlite "sqlite3 not installed (Debian package sqlite3)"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/sqlite
-  mkdir -p "$d"
+  local SQ d=$TMP/sqlite
+  need sqlite SQ sqlite3 "(Debian package sqlite3)" || return
+  begin "$d"
   cat >"$d/work.sql" <<'SQLEOF'
 PRAGMA journal_mode=WAL;
 PRAGMA cache_size=-20000;
@@ -315,13 +315,11 @@ SQLEOF
 # count) and redis-cli on 127.0.0.1; a reference run without hakmem must give
 # the same data (benchmark figures are only required to complete).
 part_redis() {
-  local RS RB RC
-  RS=$(command -v redis-server) || { skip redis "redis-server not installed (Debian package redis-server)"; return; }
-  RB=$(command -v redis-benchmark) || { skip redis "redis-benchmark not installed (Debian package redis-tools)"; return; }
-  RC=$(command -v redis-cli) || { skip redis "redis-cli not installed (Debian package redis-tools)"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/redis mode
-  mkdir -p "$d"
+  local RS RB RC d=$TMP/redis mode
+  need redis RS redis-server "(Debian package redis-server)" || return
+  need redis RB redis-benchmark "(Debian package redis-tools)" || return
+  need redis RC redis-cli "(Debian package redis-tools)" || return
+  begin "$d"
   for mode in ref hak; do
     local port=$((20000 + RANDOM % 20000)) pre=""
     [ $mode = hak ] && pre="LD_PRELOAD=$LIB"
@@ -385,11 +383,9 @@ part_redis() {
 
 # gcc on a large generated translation unit (thousands of functions, -O2)
 part_gcclarge() {
-  local CC
-  CC=$(command -v gcc) || { skip gcclarge "gcc not installed"; return; }
-  ran=$((ran + 1))
-  local d=$TMP/gcclarge n=${GCC_LARGE_FUNCS:-1000}
-  mkdir -p "$d"
+  local CC d=$TMP/gcclarge n=${GCC_LARGE_FUNCS:-1000}
+  need gcclarge CC gcc || return
+  begin "$d"
   awk -v n="$n" 'BEGIN {
     print "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>";
     print "struct rec { int k; double v; char name[24]; struct rec *next; };";
@@ -417,15 +413,14 @@ part_gcclarge() {
 # LD_PRELOAD of the freshly built library), then run the result's API test.
 part_selfhost() {
   local CM MK
-  CM=$(command -v cmake) || { skip selfhost "cmake not installed"; return; }
-  MK=$(command -v make) || { skip selfhost "make not installed"; return; }
+  need selfhost CM cmake || return
+  need selfhost MK make || return
   command -v cc >/dev/null || { skip selfhost "cc not installed"; return; }
   local SRC
   SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   [ -f "$SRC/CMakeLists.txt" ] && [ -d "$SRC/src" ] || { skip selfhost "hakmem sources not found at $SRC"; return; }
-  ran=$((ran + 1))
   local d=$TMP/selfhost
-  mkdir -p "$d"
+  begin "$d"
   if ! (cd "$d" && env LD_PRELOAD="$LIB" timeout 600 "$CM" -S "$SRC" -B build -DCMAKE_BUILD_TYPE=Release \
          -DHAKMEM_BUILD_BENCH=OFF >"$d/configure.log" 2>&1); then
     fail selfhost "cmake under hakmem failed:"; tail -20 "$d/configure.log"; return
