@@ -123,7 +123,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_borrow medium|big [off]\n");
     return 2;
   }
-  tu_alloc_filled(lend, N, lender_size);
+  tu_alloc_filled(lend, N, lender_size, 0);
   for (unsigned i = 0; i + 1 < N; i++) free(lend[i]);
 
   /* The first read faults in the C library's pages it runs on (about
@@ -174,14 +174,7 @@ int main(int argc, char **argv)
     return 1;
   }
   void *again[N];
-  for (unsigned i = 0; i < N; i++) {
-    again[i] = malloc(borrower_size);
-    if (again[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", borrower_size);
-      return 1;
-    }
-    pat_fill_range(again[i], 0, borrower_size, 200 + i);
-  }
+  tu_alloc_filled(again, N, borrower_size, 200);
   pthread_join(t, NULL);
   for (unsigned i = 0; i < N; i++) {
     if (pat_check_range(again[i], 0, borrower_size, 200 + i) != (size_t)-1) {

@@ -62,7 +62,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_reuse_first local|remote\n");
     return 2;
   }
-  tu_alloc_filled(blk, NBLK, BSZ);
+  tu_alloc_filled(blk, NBLK, BSZ, 0);
   void *freed[NFREE / 2];
   for (unsigned i = 0; i < NFREE; i += 2) freed[i / 2] = blk[i];
   if (remote) {
@@ -78,13 +78,8 @@ int main(int argc, char **argv)
 
   size_t r0 = tu_rss_bytes();
   unsigned reused = 0, twice = 0;
+  tu_alloc_filled(fresh, NNEW, BSZ, 1000);
   for (unsigned i = 0; i < NNEW; i++) {
-    fresh[i] = malloc(BSZ);
-    if (fresh[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", BSZ);
-      return 1;
-    }
-    pat_fill_range(fresh[i], 0, BSZ, 1000 + i);
     for (unsigned j = 0; j < NFREE / 2; j++)
       if (fresh[i] == freed[j]) reused++;
     for (unsigned j = 0; j < NBLK; j++)

@@ -246,13 +246,13 @@ static inline size_t pat_check_range(const void *p, size_t from, size_t to, uint
 static inline void pat_fill(void *p, size_t n, uint64_t key) { pat_fill_range(p, 0, n, key); }
 static inline size_t pat_check(const void *p, size_t n, uint64_t key) { return pat_check_range(p, 0, n, key); }
 
-/* n blocks of sz bytes in blk[], block i filled whole with key i */
-static inline void tu_alloc_filled(void **blk, unsigned n, size_t sz)
+/* n blocks of sz bytes in blk[], block i filled whole with key key0 + i */
+static inline void tu_alloc_filled(void **blk, unsigned n, size_t sz, uint64_t key0)
 {
   for (unsigned i = 0; i < n; i++) {
     blk[i] = malloc(sz);
     CHECK(blk[i] != NULL, "malloc(%zu) returned NULL", sz);
-    pat_fill(blk[i], sz, i);
+    pat_fill(blk[i], sz, key0 + i);
   }
 }
 
