@@ -53,12 +53,7 @@ static int ninjected; /* under the write lock */
 static atomic_long total_ops;
 static int inj_kinds = 4; /* 1 against the default build: head only */
 
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return tu_now_s() * 1e3; }
 
 /* a block: [0] = size, [1] = key, then the pattern */
 static uint64_t *blk_new(rng_t *r, uint64_t key, int locked)

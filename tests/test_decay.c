@@ -131,12 +131,7 @@ static void sleep_ms(unsigned ms)
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
 }
 
-static double now_ms(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
+static double now_ms(void) { return tu_now_s() * 1e3; }
 
 static double mib(size_t x) { return (double)x / MiB; }
 

@@ -129,13 +129,6 @@ static void blk_consume(blk_t *b, rng_t *r, const char *who)
   blk_free(b, r);
 }
 
-static double now_s(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* ================= (a) producer / consumer ================= */
 #define QCAP 1024
 static struct {
@@ -749,7 +742,7 @@ int main(int argc, char **argv)
   printf("test_mt [%s]%s: part=%s seed=%llu scale=%u threads=%u\n", TEST_API_NAME, UNDER_TSAN ? " (tsan)" : "",
          part, (unsigned long long)g_seed, g_scale, g_threads);
   fflush(stdout);
-  double t0 = now_s();
+  double t0 = tu_now_s();
   int all = strcmp(part, "all") == 0, ran = 0;
   if (all || !strcmp(part, "pc")) { part_pc(); ran = 1; }
   if (all || !strcmp(part, "a2a")) { part_a2a(); ran = 1; }
@@ -761,6 +754,6 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "collect")) { atomic_store(&pc_consumed, 0); part_collect(); ran = 1; }
   if (all || !strcmp(part, "naps")) { part_naps(); ran = 1; }
   CHECK(ran, "unknown part '%s' (pc, a2a, churn, fork, collect, tsd, wide, exit, naps, all)", part);
-  printf("test_mt: passed (%.2f s)\n", now_s() - t0);
+  printf("test_mt: passed (%.2f s)\n", tu_now_s() - t0);
   return 0;
 }

@@ -39,12 +39,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;
 static double freed_ms; /* when the owner's 8 MiB became free slabs */
 
-static double now_ms(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+static double now_ms(void) { return tu_now_s() * 1e3; }
 
 static void *owner(void *arg)
 {

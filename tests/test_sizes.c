@@ -62,12 +62,7 @@ static unsigned g_rounds;
 static unsigned long long g_steps;
 static uint64_t g_seed;
 
-static double now_ms(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
+static double now_ms(void) { return tu_now_s() * 1e3; }
 
 typedef struct {
   size_t mmap, munmap, madvise, mremap;

@@ -39,13 +39,6 @@ static uint64_t g_seed;
 static unsigned g_threads;
 static unsigned long long g_ops, g_count;
 
-static double now_s(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 typedef struct blk {
   struct blk *next; /* mailbox link (inside the block: blocks are >= 16 B) */
   size_t n;
@@ -186,7 +179,7 @@ static void part_pass(void)
   CHECK(mbox != NULL, "calloc");
   for (unsigned i = 0; i < g_threads; i++) pthread_mutex_init(&mbox[i].mu, NULL);
   pthread_t th[64];
-  double t0 = now_s();
+  double t0 = tu_now_s();
   for (unsigned i = 0; i < g_threads; i++)
     CHECK(pthread_create(&th[i], NULL, pass_thread, (void *)(uintptr_t)i) == 0, "pthread_create");
   for (unsigned i = 0; i < g_threads; i++) pthread_join(th[i], NULL);
@@ -206,7 +199,7 @@ static void part_pass(void)
   free(mbox);
   printf("pass: %u threads, %llu blocks (%.1f GiB) allocated, passed and verified, %llu cross-thread reallocs, %.2f s\n",
          g_threads, a, (double)atomic_load(&pass_bytes) / (1 << 30), (unsigned long long)atomic_load(&pass_reallocs),
-         now_s() - t0);
+         tu_now_s() - t0);
 }
 
 /* ================= churn: short-lived threads ================= */
@@ -282,7 +275,7 @@ static void part_churn(void)
   pthread_t sv[SURV];
   for (unsigned i = 0; i < SURV; i++)
     CHECK(pthread_create(&sv[i], NULL, churn_survivor, (void *)(uintptr_t)i) == 0, "pthread_create");
-  double t0 = now_s();
+  double t0 = tu_now_s();
   /* warm-up: the first 1000 threads set the level (thread stacks, first slabs) */
   unsigned long long warm = g_count / 20 < 1000 ? g_count / 20 : 1000;
   churn_batch(0, warm, width);
@@ -309,7 +302,7 @@ static void part_churn(void)
   printf("churn: %llu short-lived threads (%u at a time), %llu blocks outlived their thread; RSS before %.1f MiB, "
          "peak %.1f MiB, after %.1f MiB (growth %.1f MiB), %.1f s\n",
          (unsigned long long)atomic_load(&churn_started) , width, (unsigned long long)atomic_load(&churn_handed),
-         (double)rss0 / MiB, (double)peak / MiB, (double)rss1 / MiB, growth, now_s() - t0);
+         (double)rss0 / MiB, (double)peak / MiB, (double)rss1 / MiB, growth, tu_now_s() - t0);
   CHECK(peak < rss0 + 64 * MiB, "RSS grew by %.1f MiB over %llu thread lifetimes: memory of exited threads not reused",
         growth, g_count);
 }
@@ -405,7 +398,7 @@ static void part_fork(void)
   unsigned nf = 3, nw = g_threads > nf ? g_threads - nf : 2;
   if (nw > 16) nw = 16;
   pthread_t fw[16], ff[3];
-  double t0 = now_s();
+  double t0 = tu_now_s();
   for (unsigned i = 0; i < nw; i++) CHECK(pthread_create(&fw[i], NULL, fk_worker, (void *)(uintptr_t)i) == 0, "pthread_create");
   for (unsigned i = 0; i < nf; i++) CHECK(pthread_create(&ff[i], NULL, fk_forker, (void *)(uintptr_t)i) == 0, "pthread_create");
   for (unsigned i = 0; i < nf; i++) pthread_join(ff[i], NULL);
@@ -413,7 +406,7 @@ static void part_fork(void)
   for (unsigned i = 0; i < nw; i++) pthread_join(fw[i], NULL);
   for (unsigned i = 0; i < FK_N; i++) { b_check(fk_pre[i], "fork parent (end)"); free(fk_pre[i]); }
   printf("fork: %llu forks from %u threads while %u threads allocated (%llu ops), %.1f s\n", g_count, nf, nw,
-         (unsigned long long)atomic_load(&fk_bg_ops), now_s() - t0);
+         (unsigned long long)atomic_load(&fk_bg_ops), tu_now_s() - t0);
 }
 
 int main(int argc, char **argv)

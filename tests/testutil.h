@@ -51,18 +51,24 @@ static inline size_t tu_rss_bytes(void)
   return (size_t)strtoul(q, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Seconds on the monotonic clock: for deadlines and durations. */
+static inline double tu_now_s(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Waits for the child pid at most secs seconds: waitpid's result (pid, or
  * -1 with errno), or 0 when the child was still running then; it is killed
  * and reaped, so that a child hung (a lock held across fork, exit blocked)
  * fails its test instead of hanging it. *status as waitpid sets it. */
 static inline pid_t tu_wait_child(pid_t pid, int *status, double secs)
 {
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double deadline = tu_now_s() + secs;
   pid_t w;
   while ((w = waitpid(pid, status, WNOHANG)) == 0) {
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > secs) {
+    if (tu_now_s() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, status, 0);
       return 0;
