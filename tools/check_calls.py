@@ -202,16 +202,13 @@ def check(build, src, readme):
         for g in sorted(graph[f]):
             if g in allowed or g in tolerated:
                 continue
-            may = " ".join(sorted(allowed)) or "no other file"
-            if tolerated:
-                may += "; tolerated for now: " + " ".join(sorted(tolerated))
+            may = check_includes.row_allows(allowed, tolerated, " ", "no other file")
             problems.append("src/%s calls %s (%s), which %s:%d does not allow (%s may call: %s)"
                             % (f, g, " ".join(sorted(graph[f][g])), rel, row, f, may))
         for g in sorted(tolerated - set(graph[f])):
             problems.append("src/%s no longer calls %s: delete it from the \"tolerated, to be "
                             "removed\" column (%s:%d)" % (f, g, rel, row))
-        for g in sorted(allowed & tolerated):
-            problems.append("%s:%d: %s lists %s both as allowed and as tolerated" % (rel, row, f, g))
+        problems += check_includes.listed_twice(rel, row, f, allowed, tolerated)
     for f in sorted(set(table) - set(graph)):
         if f in sources:
             problems.append("%s:%d: src/%s has a row but no object in %s (not built?)"

@@ -109,6 +109,21 @@ def parse_table(readme, begin=BEGIN, end=END, name_re=NAME_RE, column="may inclu
     return table
 
 
+def row_allows(allowed, tolerated, sep, nothing):
+    """A row's names for a message: the allowed ones (or nothing), then the
+    tolerated ones (check_calls.py words its messages with it too)."""
+    may = sep.join(sorted(allowed)) or nothing
+    if tolerated:
+        may += "; tolerated for now: " + sep.join(sorted(tolerated))
+    return may
+
+
+def listed_twice(rel, row, f, allowed, tolerated):
+    """The problems of a row naming a file both as allowed and as tolerated."""
+    return ["%s:%d: %s lists %s both as allowed and as tolerated" % (rel, row, f, x)
+            for x in sorted(allowed & tolerated)]
+
+
 def check(src, readme):
     """Problems found, one message each (empty list: all good)."""
     try:
@@ -130,17 +145,13 @@ def check(src, readme):
             seen.add(hdr)
             if hdr in allowed or hdr in tolerated:
                 continue
-            may = ", ".join(sorted(allowed)) or "no project header"
-            if tolerated:
-                may += "; tolerated for now: " + ", ".join(sorted(tolerated))
-            problems.append('src/%s:%d: #include "%s" is not allowed by %s:%d '
-                            "(%s may include: %s)" % (f, no, hdr, rel, row, f, may))
+            problems.append('src/%s:%d: #include "%s" is not allowed by %s:%d (%s may include: %s)'
+                            % (f, no, hdr, rel, row, f, row_allows(allowed, tolerated, ", ",
+                                                                  "no project header")))
         for hdr in sorted(tolerated - seen):
             problems.append('src/%s: no longer includes "%s": delete it from the '
                             '"tolerated, to be removed" column (%s:%d)' % (f, hdr, rel, row))
-        for hdr in sorted(allowed & tolerated):
-            problems.append("%s:%d: %s lists %s both as allowed and as tolerated"
-                            % (rel, row, f, hdr))
+        problems += listed_twice(rel, row, f, allowed, tolerated)
     for f in sorted(set(table) - set(files)):
         problems.append("%s:%d: row for src/%s, which does not exist: delete the row "
                         "or fix its name" % (rel, table[f][2], f))
