@@ -1,6 +1,7 @@
 /*
  * testutil.h — helpers shared by the hakmem tests: a seeded PRNG, content
- * patterns derived from a 64-bit key, argument/env parsing, and the
+ * patterns derived from a 64-bit key, argument/env parsing, the clock, a
+ * deadline for forked children, lists and arrays of filled blocks, and the
  * USE_HAK_API mapping of the standard allocator names onto the hak_ API.
  *
  * Include this AFTER every system header: with USE_HAK_API it #defines
