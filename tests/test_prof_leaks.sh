@@ -9,7 +9,10 @@
 set -euo pipefail
 bin=$1
 fail() { echo "FAIL: $*"; exit 1; }
-err=$(env -u HAKMEM_PROF -u HAKMEM_STATS HAKMEM_PROF_LEAKS=1 HAKMEM_PROF_SAMPLE=64K "$bin" 2>&1 >/dev/null)
+# the exit dump's files go to a directory of our own, removed at the end
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+err=$(env -u HAKMEM_PROF -u HAKMEM_STATS HAKMEM_PROF_LEAKS=1 HAKMEM_PROF_SAMPLE=64K HAKMEM_PROF_FILE="$tmp/p" "$bin" 2>&1 >/dev/null)
 printf '%s\n' "$err" | head -n 12
 line=$(printf '%s\n' "$err" | grep -m1 '^hakmem heap profile:') || fail "no leak report on stderr"
 est=$(sed -n 's/.*~\([0-9]*\) bytes estimated live.*/\1/p' <<<"$line")
