@@ -12,7 +12,7 @@ for t in google-pprof nm objdump addr2line; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-HAKMEM_PROF=1 HAKMEM_PROF_SAMPLE=128K "$bin" "$tmp/p" "$tmp/base" >/dev/null
+HAKMEM_PROF=1 HAKMEM_PROF_SAMPLE=128K HAKMEM_PROF_FILE="$tmp/exit" "$bin" "$tmp/p" "$tmp/base" >/dev/null
 head -c 200 "$tmp/p.heap" | head -n 1 | grep -Eq '^heap profile: +[0-9]+: +[0-9]+ \[ *[0-9]+: +[0-9]+\] @ heap_v2/131072$' ||
   { echo "FAIL: bad header: $(head -n 1 "$tmp/p.heap")"; exit 1; }
 grep -q '^MAPPED_LIBRARIES:$' "$tmp/p.heap" || { echo "FAIL: no MAPPED_LIBRARIES section"; exit 1; }

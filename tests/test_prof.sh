@@ -11,7 +11,7 @@ set -euo pipefail
 bin=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-HAKMEM_PROF=1 HAKMEM_PROF_SAMPLE=128K "$bin" "$tmp/p" >/dev/null
+HAKMEM_PROF=1 HAKMEM_PROF_SAMPLE=128K HAKMEM_PROF_FILE="$tmp/exit" "$bin" "$tmp/p" >/dev/null
 test -s "$tmp/p.folded" || { echo "FAIL: no folded profile written"; exit 1; }
 test -s "$tmp/p.heap" || { echo "FAIL: no pprof heap profile written"; exit 1; }
 test -s "$tmp/p.txt" || { echo "FAIL: no text profile written"; exit 1; }
