@@ -813,6 +813,11 @@ static int run_case(const char *self, const dcase_t *c, const char *mode)
   CHECK(fo >= 0 && fe >= 0, "mkstemp");
   unlink(tmpo);
   unlink(tmpe);
+  /* A case run with the profiler writes an exit profile where
+   * HAKMEM_PROF_FILE says; a prefix of this run's, removed after the
+   * child, keeps hakmem-prof.PID.* out of the working directory. */
+  char prof[64];
+  snprintf(prof, sizeof prof, "HAKMEM_PROF_FILE=/tmp/hakdeath.p.%d", (int)getpid());
   pid_t pid = fork();
   CHECK(pid >= 0, "fork");
   if (pid == 0) {
@@ -822,6 +827,7 @@ static int run_case(const char *self, const dcase_t *c, const char *mode)
     snprintf(arg, sizeof arg, "--case=%s", c->name);
     snprintf(envm, sizeof envm, "HAKMEM_ON_ERROR=%s", mode);
     putenv(envm);
+    putenv(prof); /* before the case's words, which may set their own */
     if (c->env) { /* NAME=VALUE words, space-separated */
       for (char *w = strtok(strdup(c->env), " "); w != NULL; w = strtok(NULL, " ")) putenv(w);
     }
@@ -831,6 +837,12 @@ static int run_case(const char *self, const dcase_t *c, const char *mode)
   }
   int st;
   CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+  static const char *const prof_ext[] = {".heap", ".folded", ".txt"};
+  for (unsigned k = 0; k < 3; k++) {
+    char path[96];
+    snprintf(path, sizeof path, "%s%s", prof + strlen("HAKMEM_PROF_FILE="), prof_ext[k]);
+    unlink(path);
+  }
   char *out = slurp(fo), *err = slurp(fe);
   close(fo);
   close(fe);
