@@ -42,8 +42,12 @@ HAK_API void hak_free(void *ptr);
 HAK_API void hak_free_sized(void *ptr, size_t size);
 HAK_API void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 
-/* alignment: a power of two. hak_aligned_alloc accepts any size (C17 rule). */
+/* alignment: a power of two (otherwise NULL, errno = EINVAL).
+ * hak_aligned_alloc accepts any size (C17 rule). */
 HAK_API HAK_MALLOC_ATTR void *hak_aligned_alloc(size_t alignment, size_t size);
+/* Any alignment, as glibc's memalign: one that is not a power of two is
+ * rounded up to the next (0 and 1 give malloc's alignment); EINVAL only
+ * when that would exceed 2^63. */
 HAK_API HAK_MALLOC_ATTR void *hak_memalign(size_t alignment, size_t size);
 /* Returns 0, EINVAL (alignment not a power of two multiple of sizeof(void*))
  * or ENOMEM; errno is not changed. */

@@ -482,6 +482,21 @@ void *alloc_aligned_alloc(size_t align, size_t size) {
   return alloc_aligned(align, size);
 }
 
+/* memalign predates the power-of-two rule, and glibc serves any alignment
+ * by rounding it up to the next power of two (0 and 1 as malloc does); old
+ * programs rely on that, so a drop-in replacement must too. aligned_alloc
+ * and posix_memalign keep their standards' refusal. */
+void *alloc_memalign(size_t align, size_t size) {
+  if (HAK_UNLIKELY((align & (align - 1)) != 0)) {
+    if (align > (SIZE_MAX >> 1) + 1) {
+      errno = EINVAL;
+      return NULL;
+    }
+    align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+  }
+  return alloc_aligned(align, size);
+}
+
 void *alloc_valloc(size_t size) {
   init_ensure();
   return alloc_aligned(os_page_size, size);

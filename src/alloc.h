@@ -24,6 +24,7 @@ void *alloc_reallocarray(void *p, size_t n, size_t size);
 /* align must be a power of two (callers validate). */
 void *alloc_aligned(size_t align, size_t size);
 int alloc_posix_memalign(void **out, size_t align, size_t size);
+void *alloc_memalign(size_t align, size_t size);
 void *alloc_aligned_alloc(size_t align, size_t size);
 void *alloc_valloc(size_t size);
 void *alloc_pvalloc(size_t size);

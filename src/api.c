@@ -120,7 +120,7 @@ HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
 HAK_EXPORT void *hak_aligned_alloc(size_t align, size_t size) {
   return API_OUT(alloc_aligned_alloc(align, size));
 }
-HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return API_OUT(alloc_aligned_alloc(align, size)); }
+HAK_EXPORT void *hak_memalign(size_t align, size_t size) { return API_OUT(alloc_memalign(align, size)); }
 HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t size) {
   int r = alloc_posix_memalign(out, align, size);
 #if HAK_ANNOTATE
