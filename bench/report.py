@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "mid_mt_257_768": "2 threads, random mixed per thread, 257–768 B",
     "mid_mt_64k_1m": "2 threads, random mixed per thread, 64 KiB–1 MiB",
     "mid_mt_16t": "16 threads on 2 cores, random mixed per thread (every free local), 16–1024 B",
+    "small_ws_64t": "64 threads on 2 cores, random mixed per thread over 50 slots of 16–512 B (every free local): what each thread holds beyond its few KiB",
     "written_mixed": "2 threads, random mixed per thread, 8 B–32 KiB log-uniform, every block written whole",
     "written_mixed_16t": "as written_mixed with 16 threads on 2 cores",
     "written_big": "2 threads, random mixed per thread over 64 slots, 64 KiB–1 MiB log-uniform, every block written whole",
@@ -71,10 +72,10 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                 "remote_0", "remote_50_b1", "remote_50_b256", "remote_100_b1", "remote_100_b256",
                 "rounds", "rounds_fresh"] + ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t",
                                              "xmalloc_16t", "thread_churn_16t", "thread_churn_64t", "rounds_16t",
-                                             "mid_mt_16t", "written_mixed_16t", "written_big_16t"]
+                                             "mid_mt_16t", "small_ws_64t", "written_mixed_16t", "written_big_16t"]
 # Many more threads than cores (issue 19): speed and peak RSS against the peers.
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
-               "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "written_mixed_16t",
+               "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "small_ws_64t", "written_mixed_16t",
                "written_big_16t"]
 # Real programs from Debian packages (bench/real/).
 REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git"]

@@ -55,7 +55,14 @@ static _Atomic int ss_abandon_pending;
  * exited threads of a small program leave. */
 #define SS_ABANDON_FAST_BYTES ((size_t)2 << 20)
 
-static void ss_header_init(superslab_t *ss, unsigned kind) {
+/* fresh: ss comes straight from mmap, so every descriptor is already zero,
+ * which reads as a free slab (OWNER_UNUSED is 0; ss_take_slab sets the
+ * rest). Writing them anyway dirtied the header's three pages in every
+ * small superslab, two of them for slabs 31..63 that a thread using a few
+ * classes never takes: 8 KiB per thread of a many-thread program. A cached
+ * superslab's header was decommitted too, but an madvise that failed would
+ * leave stale owners behind, so those are written. */
+static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
   ss->kind = (uint8_t)kind;
   ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
                    : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
@@ -71,14 +78,14 @@ static void ss_header_init(superslab_t *ss, unsigned kind) {
   ss->free_mask = ss_all_mask(ss);
   ss->dirty_mask = 0;
   ss->last_free_ms = 0;
-  for (unsigned i = 0; i < ss->nslabs; i++) {
+  for (unsigned i = 0; !fresh && i < ss->nslabs; i++) {
     slab_t *s = &ss->slabs[i];
     atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     s->index = i;
     s->free = NULL;
     s->cold = NULL;
-      s->used = 0;
+    s->used = 0;
     s->span = 0;
   }
 }
@@ -94,7 +101,8 @@ superslab_t *ss_acquire(unsigned kind) {
     __atomic_store_n(&ss_cache_count, ss_cache_count - 1, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&ss_cache_lock);
-  if (ss == NULL) {
+  bool fresh = ss == NULL;
+  if (fresh) {
     ss = os_map_aligned(SS_MAP_SIZE, HAK_SS_SIZE);
     if (ss == NULL) return NULL;
     ss_decay_register(); /* from now on there may be something to purge */
@@ -103,7 +111,7 @@ superslab_t *ss_acquire(unsigned kind) {
 #endif
     ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
-  ss_header_init(ss, kind);
+  ss_header_init(ss, kind, fresh);
   pthread_mutex_lock(&ss_registry_lock);
   ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
   ss_live++;

@@ -52,7 +52,7 @@ typedef struct block {
 
 #define OWNER_FULL      ((uintptr_t)1)
 #define OWNER_ABANDONED ((uintptr_t)2)
-#define OWNER_UNUSED    ((uintptr_t)4)
+#define OWNER_UNUSED    ((uintptr_t)0) /* a fresh superslab's zero descriptors read as free */
 
 /* thread_free: the pointer to the newest remotely freed block, TF_DELAYED
  * in bit 0, and in bits 48..63 how many blocks the list holds, so that the
