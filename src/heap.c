@@ -93,6 +93,7 @@ static void heap_reset(heap_t *h) {
   atomic_store_explicit(&h->next_purge_ms, UINT64_MAX, memory_order_relaxed);
   __atomic_store_n(&h->tick, 0, __ATOMIC_RELAXED); /* the collector reads it */
   h->sweep_tick = h->sweep_gap = HEAP_SWEEP_GAP_MIN;
+  h->young = opt.young_refills != 0;
   h->cool_ms = UINT64_MAX;
   h->cool_big_ms = 0;
   h->cool_grow_ms = 0;
@@ -175,6 +176,85 @@ heap_t *heap_thread_init(void) {
 
 /* ---- slab lists ---------------------------------------------------------- */
 
+/* The direct table's buckets of class cls pop from s. */
+static void heap_direct_point(unsigned cls, slab_t *s) {
+  for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
+}
+
+/* Young heaps. Each small class a thread touches costs it at least a page
+ * of its own (the first carve of the class's slab), so a thread holding a
+ * few blocks of each of the 20 classes up to 512 B kept 20 pages where a
+ * few would do: 64 threads of 50 blocks of 16..512 B each held 1.6x
+ * glibc's peak (bench small_ws_64t), whose threads share arenas. While a
+ * thread's heap is young, a class up to HEAP_YOUNG_MAX with no slab of its
+ * own is served from the current slab of the power of two at or above it
+ * (6 classes instead of 20): the direct table points the class's buckets
+ * there, so the fast path is unchanged, and free, realloc and
+ * malloc_usable_size see the larger block (at most twice the size). The
+ * heap grows up at the first refill past HAKMEM_YOUNG_REFILLS (64) or with
+ * more than HEAP_YOUNG_BYTES handed out from those 6 current slabs: the
+ * borrowed buckets go back to the empty sentinel and each class takes
+ * slabs of its own at its next refill; blocks handed out young stay valid
+ * where they are. Only then do both kinds of slab hold pages, which is
+ * what a busy young thread pays (thread_churn +0.1-0.2 MiB of 5.6, 5
+ * interleaved runs); growing up by refills alone (64), without the byte
+ * bound, cost larson_16t +1 MiB of 9, and serving from 2^k and 3*2^k/2
+ * (10 classes) saved less (small_ws_64t 8.7 -> 6.0 MiB against 5.2) for
+ * the same cost. Only the thread's own heap (the direct table is its), and
+ * not for aligned requests, which keep to their class. */
+#define HEAP_YOUNG_MAX 512u
+#define HEAP_YOUNG_BYTES ((size_t)16 << 10)
+
+/* The class serving cls while young: the power of two at or above it. */
+static unsigned heap_young_target(unsigned cls) {
+  uint32_t sz = sc_size[cls];
+  if (sz > HEAP_YOUNG_MAX || (sz & (sz - 1)) == 0) return cls;
+  return sc_bucket_class[((uint32_t)1 << (32 - __builtin_clz(sz - 1))) >> 4];
+}
+
+/* Has h no slab of class cls at all (current, listed or parked)? A class
+ * with slabs of its own (an adopted superslab's, say) uses them. */
+static bool heap_class_bare(const heap_t *h, unsigned cls) {
+  return h->cur[cls] == &heap_empty_slab && h->list_head[HEAP_PARTIAL][cls] == NULL &&
+         h->list_head[HEAP_WAITING][cls] == NULL && __atomic_load_n(&h->parked[cls], __ATOMIC_RELAXED) == NULL;
+}
+
+/* C's current slab is now s: the classes it serves follow it. */
+static HAK_NOINLINE void heap_young_follow(heap_t *h, unsigned cls, slab_t *s) {
+  uint32_t sz = sc_size[cls];
+  if (sz > HEAP_YOUNG_MAX || (sz & (sz - 1)) != 0) return;
+  for (unsigned c = cls; c-- > 0 && sc_size[c] > sz / 2;)
+    if (heap_class_bare(h, c)) heap_direct_point(c, s);
+}
+
+static HAK_NOINLINE void heap_young_end(heap_t *h) {
+  h->young = false;
+  for (unsigned c = 0; c < HAK_NCLASS && sc_size[c] <= HEAP_YOUNG_MAX; c++)
+    if (heap_young_target(c) != c && h->cur[c] == &heap_empty_slab) heap_direct_point(c, &heap_empty_slab);
+}
+
+/* Bytes handed out from the current slabs of the classes that serve the
+ * others while young (16, 32, .. 512 B). */
+static size_t heap_young_bytes(const heap_t *h) {
+  size_t n = 0;
+  for (uint32_t sz = 16; sz <= HEAP_YOUNG_MAX; sz *= 2) {
+    const slab_t *s = h->cur[sc_bucket_class[sz >> 4]];
+    n += (size_t)s->used * s->bsize;
+  }
+  return n;
+}
+
+/* Which class serves a refill of cls (the heap is young). */
+static HAK_NOINLINE unsigned heap_young_pick(heap_t *h, unsigned cls, uintptr_t align) {
+  if (h != heap_front.heap) return cls; /* the exit heap, profiling */
+  if (h->tick > opt.young_refills || heap_young_bytes(h) > HEAP_YOUNG_BYTES) {
+    heap_young_end(h);
+    return cls;
+  }
+  if (align != 1 || !heap_class_bare(h, cls)) return cls;
+  return heap_young_target(cls);
+}
+
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
   if (h->batch != NULL && s != &heap_empty_slab) s = heap_batch_geometry(&h->batch[cls], s);
@@ -182,7 +262,8 @@ static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
   if (h != heap_front.heap) return;
-  for (unsigned b = sc_bucket_lo[cls]; b <= sc_bucket_hi[cls]; b++) heap_front.direct[b] = s;
+  heap_direct_point(cls, s);
+  if (HAK_UNLIKELY(h->young)) heap_young_follow(h, cls, s);
 }
 
 /* h now holds a slab of class cls: if its free blocks can cool, the pass
@@ -739,6 +820,8 @@ static void *heap_prof_sample(unsigned cls) {
  * aligned to (heap_borrow). */
 HAK_INLINE void *heap_refill_in(heap_t *h, unsigned cls, heap_oom_fn oom, bool *zeroed, uintptr_t align) {
   heap_maintain(h);
+  unsigned want = cls;
+  if (HAK_UNLIKELY(h->young)) cls = heap_young_pick(h, cls, align);
   if (h->batch != NULL) {
     slab_t *sh = &h->batch[cls];
     /* The pop failed: the batch is empty, or its head was overwritten. */
@@ -792,6 +875,7 @@ HAK_INLINE void *heap_refill_in(heap_t *h, unsigned cls, heap_oom_fn oom, bool *
     heap_set_current(h, cls, s);
   }
   if (h->cur[cls] != s) heap_set_current(h, cls, s);
+  if (want != cls) heap_direct_point(want, h->front[cls]);
   if (lender != NULL) {
     b = slab_pop(lender, lender->free);
   } else if (b == NULL) {

@@ -83,6 +83,7 @@ typedef struct heap {
    * looks at the oldest before taking a new slab. */
   slab_t *list_head[2][HAK_NCLASS];  /* slab_dlist (superslab.h): the head's prev is the tail */
   uint8_t waiting_n[HAK_NCLASS];
+  bool young;                        /* small classes share slabs (heap.c, heap_young_pick) */
   /* Below: the page level of the heap, shared with the background purge
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the

@@ -118,6 +118,12 @@ static void part_blockstart(void)
 {
   unsigned slabs = 0;
   size_t probes = 0;
+  /* A young heap serves the small classes from the powers of two above
+   * them (heap.c, HAKMEM_YOUNG_REFILLS): 200 refills (one 4 KiB block
+   * each) first, so that every class below gets a slab of its own. */
+  static void *grown[200];
+  for (unsigned i = 0; i < 200; i++) CHECK((grown[i] = hak_malloc(4096)) != NULL, "hak_malloc(4096)");
+  for (unsigned i = 0; i < 200; i++) hak_free(grown[i]);
   for (unsigned c = 0; c < HAK_NCLASS && sc_size[c] <= 65536; c++) {
     void *p = hak_malloc(sc_size[c]);
     CHECK(p != NULL, "hak_malloc(%u)", sc_size[c]);
