@@ -98,7 +98,10 @@ static void heap_reset(heap_t *h) {
   h->cool_big_ms = 0;
   h->cool_grow_ms = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
-  memset(&h->rcache, 0, sizeof h->rcache);
+  /* A way holds a batch only with its bit in busy set (remote.c), so an
+   * empty cache (a fresh heap's zero pages, or one flushed) is left
+   * unwritten: its last ways are the heap's second page (heap.h). */
+  if ((h->rcache.busy | h->rcache.frees) != 0) memset(&h->rcache, 0, sizeof h->rcache);
 #if HEAP_XC_ENABLE
   memset(&h->xc, 0, sizeof h->xc);
 #endif
@@ -115,8 +118,9 @@ static heap_t *heap_new(void) {
     h = heap_pool;
     heap_pool = h->pool_next;
   } else {
-    /* A page each (heap_t is kept under one): a heap straddling two pages
-     * costs every thread, and the process, a page more. */
+    /* Whole pages each: a heap sharing a page with another's would make
+     * each thread write two. heap_t is a little over a page; what lies on
+     * its second page is written only by remote frees (heap.h, rcache). */
     size_t sz = align_up(sizeof(heap_t), os_page_size);
     if (heap_chunk_left < sz) {
       size_t chunk = 64 * 1024;

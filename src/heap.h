@@ -108,7 +108,6 @@ typedef struct heap {
    * push, whoever takes blocks off the list subtracts them. One add per
    * published batch, on the remote path to a full slab only. */
   _Atomic size_t delayed_bytes;
-  remote_cache_t rcache;             /* this thread's pending frees into others' slabs */
 #if HEAP_XC_ENABLE
   heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
 #endif
@@ -160,6 +159,12 @@ typedef struct heap {
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
   struct heap *all_next;         /* every heap ever made (never freed) */
+  /* This thread's pending frees into others' slabs. Last: the heap is a
+   * little over a page (two pages each, heap.c's heap_new), and only this
+   * cache's last ways lie on the second, so a thread that frees no other
+   * thread's block touches one page of its heap, not two (heap_reset
+   * writes the cache only when it is not empty). */
+  remote_cache_t rcache;
 } heap_t;
 
 typedef struct heap_front {

@@ -41,9 +41,12 @@ typedef struct remote_pending {
 } remote_pending_t;
 
 typedef struct remote_cache {
-  remote_pending_t way[REMOTE_WAYS];
+  /* First: every refill reads frees. heap_t ends with this cache, whose
+   * last ways spill into the heap's second page, which a thread that never
+   * frees another thread's block then never writes (heap.h). */
   uint32_t busy;         /* bit i: way i holds a batch */
   uint32_t frees;        /* remote frees since the last full flush */
+  remote_pending_t way[REMOTE_WAYS];
 } remote_cache_t;
 _Static_assert(REMOTE_WAYS <= 32, "busy is a 32-bit mask");
 
