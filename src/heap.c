@@ -227,8 +227,13 @@ static bool heap_class_bare(const heap_t *h, unsigned cls) {
 static HAK_NOINLINE void heap_young_follow(heap_t *h, unsigned cls, slab_t *s) {
   uint32_t sz = sc_size[cls];
   if (sz > HEAP_YOUNG_MAX || (sz & (sz - 1)) != 0) return;
+  /* A class with no current slab may still point at C's old one: if it
+   * got slabs of its own meanwhile (adoption), it goes to the empty
+   * sentinel (its next malloc refills from them), never left pointing at a
+   * slab that is no longer current (which may be released and retaken by
+   * another class). */
   for (unsigned c = cls; c-- > 0 && sc_size[c] > sz / 2;)
-    if (heap_class_bare(h, c)) heap_direct_point(c, s);
+    if (h->cur[c] == &heap_empty_slab) heap_direct_point(c, heap_class_bare(h, c) ? s : &heap_empty_slab);
 }
 
 static HAK_NOINLINE void heap_young_end(heap_t *h) {
