@@ -98,8 +98,8 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "own is served from the current slab of the power of two at or above it (16, 32, 64, 128, "            \
     "256 or 512 B): each class a thread touches costs it a page, so a thread holding a few blocks "        \
     "of many sizes touches 6 pages instead of 20 (64 threads of 50 blocks of 16..512 B: peak RSS "       \
-    "9.0 -> 5.3 MiB). The blocks are larger than asked for, at most twice. 0: every class uses its "    \
-    "own slabs from the first block.")                                                                     \
+    "8.7 -> 5.2 MiB, medians). The blocks are larger than asked for, at most twice. 0: every class "     \
+    "uses its own slabs from the first block.")                                                            \
   X(REALLOC_ARENA, realloc_arena, SIZE, size_t, (size_t)16 << 10, "", 0, (uint64_t)1 << 20, "",              \
     "A block that realloc grows to at least this many bytes moves to the coalescing arenas of the "        \
     "large blocks (with room to grow), where later growth extends it in place into the free span "        \

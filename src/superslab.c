@@ -56,7 +56,7 @@ static _Atomic int ss_abandon_pending;
 #define SS_ABANDON_FAST_BYTES ((size_t)2 << 20)
 
 /* fresh: ss comes straight from mmap, so every descriptor is already zero,
- * which reads as a free slab (OWNER_UNUSED is 0; ss_take_slab sets the
+ * which reads as a free slab (OWNER_UNUSED is 0; ss_slab_init sets the
  * rest). Writing them anyway dirtied the header's three pages in every
  * small superslab, two of them for slabs 31..63 that a thread using a few
  * classes never takes: 8 KiB per thread of a many-thread program. A cached
