@@ -186,14 +186,22 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
 
 /* b, a live block of s, goes home to s's owner, another thread (h: the
  * calling thread's heap, NULL once it has exited). */
+#if !HEAP_XC_ENABLE
+/* free_remote when the block does not join a batch at once (remote.h).
+ * Out of line, so that free_other's common case calls nothing but tail
+ * calls and keeps no frame. */
+static HAK_SLOW void free_remote_slow(heap_t *h, slab_t *s, block_t *b) {
+  if (HAK_UNLIKELY(remote_free_slow(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+}
+#endif
+
 static inline void free_remote(heap_t *h, slab_t *s, block_t *b) {
   HAK_STAT(ST_REMOTE);
 #if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
 #else
-  remote_cache_t *rc = h != NULL ? &h->rcache : NULL;
-  if (HAK_LIKELY(rc != NULL) && remote_free_fast(rc, s, b)) return;
-  if (HAK_UNLIKELY(remote_free_slow(rc, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+  if (HAK_LIKELY(h != NULL) && remote_free_fast(&h->rcache, s, b)) return;
+  free_remote_slow(h, s, b);
 #endif
 }
 
@@ -236,16 +244,36 @@ static void free_any(void *p, const char *call) {
     report_invalid(call, p);
 }
 
+/* free_other's block of a thread that exited: this thread may take its
+ * superslab over (heap_adopt_on_free, as mimalloc reclaims an abandoned
+ * segment on free), and the free becomes a local one. Otherwise each such
+ * free travels to the abandoned list, whose memory waits for a thread
+ * short of slabs while this one may take fresh pages (thread_churn_16t:
+ * 25 -> 17 MiB peak RSS with it). */
+static HAK_SLOW void free_abandoned(heap_t *h, slab_t *s, void *p, void (*slow)(void *)) {
+  if (heap_adopt_on_free(h, s)) {
+    slow(p);
+    return;
+  }
+  HAK_STAT(ST_FREE);
+  HAK_STAT_CLS(cls_free, s->cls);
+  free_remote(h, s, p);
+}
+
 /* The free when front_free found a small slab that is not the calling
  * thread's, or a free its hit path refused: s is p's slab and owner its
  * owner word as front_free read it. A plain remote free (a slab in use by
- * another thread, p the start of one of its blocks and, in the checked
- * builds, not marked free; the calling thread with a heap; not a block
- * the profiler may have sampled) goes home at once, with
- * free_small's checks but not its second look-up (91 instructions a remote
- * free in bench_xmalloc under callgrind, most of them looking up again
- * what front_free had read). Everything else takes slow, which checks it
- * again from the start and reports. */
+ * another thread; the calling thread with a heap; not a block the
+ * profiler may have sampled) goes home at once, without free_small's
+ * second look-up (91 instructions a remote free in bench_xmalloc under
+ * callgrind, most of them looking up again what front_free had read).
+ * Like the local free's hit path, the default build trusts a pointer into
+ * a slab in use to be a live block's start; the checked builds test it
+ * here (slab_holds, the block-start multiply, the free mark). Everything
+ * else takes slow, which checks it again from the start and reports. Its
+ * common case makes only tail calls, so it keeps no frame: with the
+ * batch's push (remote_free_fast) about 30 instructions (46 with a frame,
+ * the two tests and the batch's count and flush test). */
 void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   heap_t *h = heap_front.self;
   /* While profiling, a sampled block must reach prof_free: those come
@@ -256,7 +284,8 @@ void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
    * to free_slow: 4 % of its instructions). */
   if (HAK_UNLIKELY(h == NULL || owner == OWNER_UNUSED ||
                    (opt.prof && ((owner & (HAK_TID_PROF_BIT | HAK_TID_EXIT_BIT)) || owner == OWNER_ABANDONED)) ||
-                   (owner & ~OWNER_FULL) == h->tid || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
+                   (owner & ~OWNER_FULL) == h->tid ||
+                   (HAK_CHECKED && (!slab_holds(s, p) || !slab_is_block_start(s, p))) ||
                    slab_block_is_free(s, p, false, true))) {
     slow(p);
     return;
@@ -264,14 +293,8 @@ void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   /* front_free's load was relaxed: order it before the reads of s's
    * geometry (its size, for the batch), as free_small's acquire does. */
   atomic_thread_fence(memory_order_acquire);
-  /* A block of a thread that exited: this thread may take its superslab
-   * over (heap_adopt_on_free, as mimalloc reclaims an abandoned segment on
-   * free), and the free becomes a local one. Otherwise each such free
-   * travels to the abandoned list, whose memory waits for a thread short
-   * of slabs while this one may take fresh pages (thread_churn_16t: 25 ->
-   * 17 MiB peak RSS with it). */
-  if (HAK_UNLIKELY(owner == OWNER_ABANDONED) && heap_adopt_on_free(h, s)) {
-    slow(p);
+  if (HAK_UNLIKELY(owner == OWNER_ABANDONED)) {
+    free_abandoned(h, s, p, slow);
     return;
   }
   HAK_STAT(ST_FREE);

@@ -766,7 +766,8 @@ size_t heap_remote_pending_bytes(void) {
     for (; busy != 0; busy &= busy - 1) {
       const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
       const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
-      if (s != NULL) total += (size_t)__atomic_load_n(&w->n, __ATOMIC_RELAXED) * s->bsize;
+      int32_t room = __atomic_load_n(&w->room, __ATOMIC_RELAXED);
+      if (s != NULL) total += (size_t)(uint32_t)(remote_room0(s->bsize) - room);
     }
   }
   return total;

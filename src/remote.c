@@ -61,10 +61,9 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
 
 static int remote_flush_way(remote_cache_t *rc, remote_pending_t *w) {
   rc->busy &= ~((uint32_t)1 << (w - rc->way));
-  int r = remote_publish(w->slab, w->head, w->tail, w->n);
+  int r = remote_publish(w->slab, w->head, w->tail, remote_way_blocks(w, w->slab));
   w->slab = NULL;
   w->head = w->tail = NULL;
-  w->n = 0;
   w->room = 0;
   return r;
 }
@@ -81,23 +80,21 @@ int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) {
     if (w->slab != NULL) r |= remote_flush_way(rc, w);
     w->slab = s;
     w->tail = b;
-    uint64_t room = (uint64_t)REMOTE_BATCH * s->bsize;
-    w->room = (int32_t)(room < REMOTE_BATCH_BYTES ? room : REMOTE_BATCH_BYTES);
+    w->room = remote_room0(s->bsize);
     rc->busy |= (uint32_t)1 << i;
   }
   blk_free(b, w->head);
   w->head = b;
-  w->n++;
   w->room -= (int32_t)s->bsize;
   if (w->room <= 0) r |= remote_flush_way(rc, w);
-  if (++rc->frees >= REMOTE_FLUSH_EVERY) r |= remote_flush(rc);
+  if (--rc->credit <= 0) r |= remote_flush(rc);
   return r;
 }
 
 int remote_flush(remote_cache_t *rc) {
   int r = REMOTE_OK;
   while (rc->busy != 0) r |= remote_flush_way(rc, &rc->way[__builtin_ctz(rc->busy)]);
-  rc->frees = 0;
+  rc->credit = REMOTE_FLUSH_EVERY;
   return r;
 }
 

@@ -35,17 +35,19 @@ struct heap;
 typedef struct remote_pending {
   slab_t *slab;          /* NULL: way unused */
   block_t *head, *tail;  /* chain of blocks of slab, linked and marked */
-  uint32_t n;
   int32_t room;          /* bytes left before the batch is published: starts at
-                            min(REMOTE_BATCH blocks, REMOTE_BATCH_BYTES) */
+                            remote_room0 and only goes down, so the batch's
+                            length is what it lost (no count to keep up) */
 } remote_pending_t;
 
 typedef struct remote_cache {
-  /* First: every refill reads frees. heap_t ends with this cache, whose
+  /* First: every refill reads busy. heap_t ends with this cache, whose
    * last ways spill into the heap's second page, which a thread that never
    * frees another thread's block then never writes (heap.h). */
   uint32_t busy;         /* bit i: way i holds a batch */
-  uint32_t frees;        /* remote frees since the last full flush */
+  int32_t credit;        /* remote frees left before every way is flushed
+                            (REMOTE_FLUSH_EVERY after a flush and in a new
+                            heap: heap_reset) */
   remote_pending_t way[REMOTE_WAYS];
 } remote_cache_t;
 _Static_assert(REMOTE_WAYS <= 32, "busy is a 32-bit mask");
@@ -56,18 +58,28 @@ enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
 /* remote_free's other cases: no cache, a way taken by another slab, a
  * batch to publish, the periodic flush. */
 int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) HAK_SLOW;
+/* A way's room when its batch starts: REMOTE_BATCH blocks of bsize, at
+ * most REMOTE_BATCH_BYTES. */
+HAK_INLINE int32_t remote_room0(uint32_t bsize) {
+  uint64_t room = (uint64_t)REMOTE_BATCH * bsize;
+  return (int32_t)(room < REMOTE_BATCH_BYTES ? room : REMOTE_BATCH_BYTES);
+}
+/* The blocks of a way's batch (slab s): the bytes its room lost. */
+HAK_INLINE uint32_t remote_way_blocks(const remote_pending_t *w, const slab_t *s) {
+  return (uint32_t)((uint32_t)(remote_room0(s->bsize) - w->room) / s->bsize);
+}
 /* The common case of remote_free, inline: the way of rc already holds s's
- * batch, which stays below its limits; b joins it. False (nothing done)
- * otherwise: remote_free_slow's case. */
+ * batch, which stays below its limits, and the periodic flush is not due;
+ * b joins it. False (nothing done) otherwise: remote_free_slow's case.
+ * The way keeps no count of its blocks: its room says it. */
 HAK_INLINE bool remote_free_fast(remote_cache_t *rc, slab_t *s, block_t *b) {
   remote_pending_t *w = &rc->way[((uintptr_t)s >> 7) & (REMOTE_WAYS - 1)];
   int32_t room = w->room - (int32_t)s->bsize;
-  if (HAK_LIKELY(w->slab == s && room > 0 && rc->frees < REMOTE_FLUSH_EVERY - 1)) {
+  if (HAK_LIKELY(w->slab == s && room > 0 && rc->credit > 1)) {
     blk_free(b, w->head);
     w->head = b;
-    w->n++;
     w->room = room;
-    rc->frees++;
+    rc->credit--;
     return true;
   }
   return false;

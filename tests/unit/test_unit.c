@@ -4,8 +4,8 @@
  * which leaves the process's malloc to glibc) and compiled with src/ on the
  * include path, beside the black-box tests that only see the public API.
  *
- *   test_unit [PART]   parts: sizeclass blockstart remote decay clock adopt batch
- *                      populate popcount
+ *   test_unit [PART]   parts: sizeclass blockstart remote rflush decay clock adopt
+ *                      batch populate popcount
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -25,6 +25,12 @@
  *             thread reach the slab's thread_free stack (counted), and the
  *             owner's next allocations of the class take them back — after
  *             a collection, the slab's used count is what the owner holds.
+ * rflush      the freeing thread's cache of remote frees (remote.h): 1023
+ *             remote frees spread over 17 of another thread's slabs, none
+ *             filling its batch, all wait in the cache (17 ways busy, their
+ *             bytes pending: the batches' lengths, which the ways keep as
+ *             the room they lost); the 1024th publishes every way
+ *             (REMOTE_FLUSH_EVERY), and nothing is pending after it.
  * decay       the purge schedule's slots (decay_register): a forced
  *             collection reaches the page owners' purges — it purges bytes
  *             (decay_stats' forced_bytes grows) and leaves the heaps with
@@ -62,6 +68,7 @@
 #include <time.h>
 
 #include "decay.h"
+#include "remote.h"
 #include "heap.h"
 #include "os.h"
 #include "ownmap.h"
@@ -192,6 +199,86 @@ static void part_remote(void)
     for (int j = i + 1; j < RN; j++) CHECK(again[i] != again[j], "block %p handed out twice", again[i]);
   for (int i = 0; i < RN; i++) hak_free(again[i]);
   printf("remote: %u of them came back to the owner's next %d allocations, none twice\n", back, RN);
+}
+
+/* rflush: the owner (this thread) fills slabs of one class; the freer
+ * takes RF_PER blocks of each of RF_SLABS of them, on distinct ways of its
+ * cache, so that no batch reaches its room (REMOTE_BATCH blocks or
+ * REMOTE_BATCH_BYTES) and no way is evicted: only the periodic flush
+ * publishes them. */
+#define RF_SLABS 17
+#define RF_MAX 20000
+static void *rf_blocks[RF_MAX];
+static void *rf_pick[RF_SLABS * 64];
+static unsigned rf_n;
+static size_t rf_bsize;
+static void *rflush_thread(void *arg)
+{
+  (void)arg;
+  unsigned last = rf_n - 1;
+  for (unsigned i = 0; i < last; i++) hak_free(rf_pick[i]);
+  heap_t *h = heap_front.self;
+  CHECK(h != NULL, "the freeing thread has no heap");
+  size_t pending = heap_remote_pending_bytes();
+  unsigned busy = (unsigned)__builtin_popcount(h->rcache.busy);
+  printf("rflush: after %u remote frees, %u ways busy, %zu bytes pending\n", last, busy, pending);
+  CHECK(busy == RF_SLABS, "%u ways busy after %u frees into %d slabs", busy, last, RF_SLABS);
+  CHECK(pending == (size_t)last * rf_bsize, "%zu bytes pending, not %u blocks of %zu", pending, last, rf_bsize);
+  hak_free(rf_pick[last]);
+  pending = heap_remote_pending_bytes();
+  printf("rflush: after free %u, %u ways busy, %zu bytes pending\n", rf_n, (unsigned)__builtin_popcount(h->rcache.busy),
+         pending);
+  CHECK(h->rcache.busy == 0 && pending == 0, "free %u (REMOTE_FLUSH_EVERY) left %zu bytes pending", rf_n, pending);
+  return NULL;
+}
+
+static void part_rflush(void)
+{
+  const size_t sz = 256;
+  CHECK(REMOTE_FLUSH_EVERY % RF_SLABS != 0, "the split below assumes a remainder");
+  rf_bsize = sc_size[sc_of(sz)];
+  unsigned per = REMOTE_FLUSH_EVERY / RF_SLABS + 1; /* 61: the first slabs take one more */
+  CHECK((size_t)per * rf_bsize < (size_t)remote_room0((uint32_t)rf_bsize) && per < 64,
+        "%u blocks of %zu B would fill a batch", per, rf_bsize);
+  /* Slabs of the class until RF_SLABS with distinct ways and room for
+   * per blocks each. */
+  const slab_t *slab[RF_SLABS];
+  unsigned ways = 0, got = 0, n = 0;
+  for (; n < RF_MAX && got < RF_SLABS; n++) {
+    rf_blocks[n] = hak_malloc(sz);
+    CHECK(rf_blocks[n] != NULL, "hak_malloc");
+    const slab_t *s = ss_slab_of(rf_blocks[n], ownmap_get(rf_blocks[n]));
+    unsigned w = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1);
+    if (s->bsize != rf_bsize || s->capacity < 2 * per || (ways >> w) & 1) continue;
+    unsigned k = 0;
+    for (; k < got && slab[k] != s; k++)
+      ;
+    if (k == got && s->carved == s->capacity && s->used == s->capacity) {
+      /* a slab the owner filled: take per of its blocks */
+      slab[got++] = s;
+      ways |= 1u << w;
+    }
+  }
+  CHECK(got == RF_SLABS, "only %u full slabs of %zu B on distinct ways in %u blocks", got, rf_bsize, n);
+  rf_n = 0;
+  unsigned take[RF_SLABS];
+  for (unsigned k = 0; k < RF_SLABS; k++) take[k] = REMOTE_FLUSH_EVERY / RF_SLABS + (k < REMOTE_FLUSH_EVERY % RF_SLABS);
+  for (unsigned i = 0; i < n; i++) {
+    const slab_t *s = ss_slab_of(rf_blocks[i], ownmap_get(rf_blocks[i]));
+    for (unsigned k = 0; k < RF_SLABS; k++)
+      if (slab[k] == s && take[k] > 0) {
+        take[k]--;
+        rf_pick[rf_n++] = rf_blocks[i];
+        rf_blocks[i] = NULL;
+      }
+  }
+  CHECK(rf_n == REMOTE_FLUSH_EVERY, "picked %u blocks, not %d", rf_n, REMOTE_FLUSH_EVERY);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, rflush_thread, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  for (unsigned i = 0; i < n; i++) hak_free(rf_blocks[i]);
+  printf("rflush: %d blocks of %zu B from %d slabs, published at the %dth free\n", REMOTE_FLUSH_EVERY, rf_bsize,
+         RF_SLABS, REMOTE_FLUSH_EVERY);
 }
 
 /* A thread that frees blocks of a thread that exited takes their
@@ -468,6 +555,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "sizeclass")) part_sizeclass(), ran++;
   if (all || !strcmp(part, "blockstart")) part_blockstart(), ran++;
   if (all || !strcmp(part, "remote")) part_remote(), ran++;
+  if (all || !strcmp(part, "rflush")) part_rflush(), ran++;
   if (all || !strcmp(part, "decay")) part_decay(), ran++;
   if (all || !strcmp(part, "clock")) part_clock(), ran++;
   if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
