@@ -209,7 +209,7 @@ static void part_remote(void)
 #define RF_SLABS 17
 #define RF_MAX 20000
 static void *rf_blocks[RF_MAX];
-static void *rf_pick[RF_SLABS * 64];
+static void *rf_pick[RF_SLABS * REMOTE_BATCH];
 static unsigned rf_n;
 static size_t rf_bsize;
 static void *rflush_thread(void *arg)
@@ -238,7 +238,7 @@ static void part_rflush(void)
   CHECK(REMOTE_FLUSH_EVERY % RF_SLABS != 0, "the split below assumes a remainder");
   rf_bsize = sc_size[sc_of(sz)];
   unsigned per = REMOTE_FLUSH_EVERY / RF_SLABS + 1; /* 61: the first slabs take one more */
-  CHECK((size_t)per * rf_bsize < (size_t)remote_room0((uint32_t)rf_bsize) && per < 64,
+  CHECK((size_t)per * rf_bsize < (size_t)remote_room0((uint32_t)rf_bsize) && per < REMOTE_BATCH,
         "%u blocks of %zu B would fill a batch", per, rf_bsize);
   /* Slabs of the class until RF_SLABS with distinct ways and room for
    * per blocks each. */
@@ -248,7 +248,7 @@ static void part_rflush(void)
     rf_blocks[n] = hak_malloc(sz);
     CHECK(rf_blocks[n] != NULL, "hak_malloc");
     const slab_t *s = ss_slab_of(rf_blocks[n], ownmap_get(rf_blocks[n]));
-    unsigned w = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1);
+    unsigned w = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1); /* the way remote_free_fast indexes */
     if (s->bsize != rf_bsize || s->capacity < 2 * per || (ways >> w) & 1) continue;
     unsigned k = 0;
     for (; k < got && slab[k] != s; k++)
