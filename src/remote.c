@@ -74,7 +74,7 @@ int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) {
     return remote_publish(s, b, b, 1);
   }
   int r = REMOTE_OK;
-  unsigned i = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1);
+  unsigned i = remote_way_of(s);
   remote_pending_t *w = &rc->way[i];
   if (w->slab != s) {
     if (w->slab != NULL) r |= remote_flush_way(rc, w);

@@ -248,7 +248,7 @@ static void part_rflush(void)
     rf_blocks[n] = hak_malloc(sz);
     CHECK(rf_blocks[n] != NULL, "hak_malloc");
     const slab_t *s = ss_slab_of(rf_blocks[n], ownmap_get(rf_blocks[n]));
-    unsigned w = ((uintptr_t)s >> 7) & (REMOTE_WAYS - 1); /* the way remote_free_fast indexes */
+    unsigned w = remote_way_of(s);
     if (s->bsize != rf_bsize || s->capacity < 2 * per || (ways >> w) & 1) continue;
     unsigned k = 0;
     for (; k < got && slab[k] != s; k++)
