@@ -61,7 +61,7 @@ void sc_init(size_t refill_bytes) {
     sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << SC_MID_SHIFT) + 1);
   /* The constants of sizeclass.h describe this table: a mismatch is a
    * build that would hand out blocks of the wrong size. */
-  if (made != HAK_NCLASS || sc_size[HAK_CLASS_MEDIUM_FIRST] != 2560 || sc_size[HAK_CLASS_BIG_FIRST] != 81920 ||
+  if (made != HAK_NCLASS || sc_size[HAK_CLASS_MEDIUM_FIRST] != 2560 || sc_size[HAK_CLASS_WIDE_FIRST] != 8192 || sc_size[HAK_CLASS_BIG_FIRST] != 81920 ||
       sc_size[SC_OCTAVE_13] != 10240 || sc_size[HAK_NCLASS - 1] != HAK_SMALL_MAX)
     __builtin_trap();
 }

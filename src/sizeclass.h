@@ -48,6 +48,7 @@ extern uint16_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS]; /* direct bu
 extern uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT]; /* bucket (size-1)/64 -> class */
 
 #define HAK_CLASS_MEDIUM_FIRST 31 /* classes >= this (2.5 KiB..) live in 512 KiB slabs */
+#define HAK_CLASS_WIDE_FIRST 43   /* classes >= this (8 KiB..) in 1 MiB slabs */
 #define HAK_CLASS_BIG_FIRST 56    /* classes >= this (80 KiB..) in 4 MiB slabs */
 /* Above 8 KiB every power of two has four classes, 5/4, 3/2, 7/4 and 2
  * times the power below; SC_OCTAVE_13 is the first of 8..16 KiB's (10 KiB).
@@ -73,12 +74,15 @@ HAK_INLINE unsigned sc_of(size_t size) {
   return sc_of_arith(size);
 }
 
-/* Superslab kind serving a class: small, medium or big slabs (the values
- * of superslab.h's SS_KIND_SMALL, _MEDIUM and _BIG, which this layer below
- * it cannot name). */
-enum { SC_KIND_SMALL = 0, SC_KIND_MEDIUM = 1, SC_KIND_BIG = 2 };
+/* Superslab kind serving a class: small, medium, wide or big slabs (the
+ * values of superslab.h's SS_KIND_SMALL, _MEDIUM, _WIDE and _BIG, which
+ * this layer below it cannot name; internal.h gives their slab sizes). */
+enum { SC_KIND_SMALL = 0, SC_KIND_MEDIUM = 1, SC_KIND_WIDE = 2, SC_KIND_BIG = 3 };
 HAK_INLINE unsigned sc_kind(unsigned cls) {
-  return cls >= HAK_CLASS_BIG_FIRST ? SC_KIND_BIG : cls >= HAK_CLASS_MEDIUM_FIRST ? SC_KIND_MEDIUM : SC_KIND_SMALL;
+  return cls >= HAK_CLASS_BIG_FIRST    ? SC_KIND_BIG
+         : cls >= HAK_CLASS_WIDE_FIRST ? SC_KIND_WIDE
+         : cls >= HAK_CLASS_MEDIUM_FIRST ? SC_KIND_MEDIUM
+                                         : SC_KIND_SMALL;
 }
 
 #endif

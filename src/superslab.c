@@ -66,6 +66,7 @@ static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
   ss->kind = (uint8_t)kind;
   ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
                    : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
+                   : kind == SS_KIND_WIDE   ? HAK_WIDE_SLAB_SHIFT
                                             : HAK_BIG_SLAB_SHIFT;
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;

@@ -266,7 +266,13 @@ HAK_INLINE void slab_cold_push(slab_t *s, block_t *b, uint32_t n) {
 }
 
 /* A superslab's kind: the slab size a class asks for (sc_kind). */
-enum { SS_KIND_SMALL = SC_KIND_SMALL, SS_KIND_MEDIUM = SC_KIND_MEDIUM, SS_KIND_BIG = SC_KIND_BIG, SS_KINDS = 3 };
+enum {
+  SS_KIND_SMALL = SC_KIND_SMALL,
+  SS_KIND_MEDIUM = SC_KIND_MEDIUM,
+  SS_KIND_WIDE = SC_KIND_WIDE,
+  SS_KIND_BIG = SC_KIND_BIG,
+  SS_KINDS = 4
+};
 typedef struct superslab {
   uint32_t pad0;
   uint8_t kind;

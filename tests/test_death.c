@@ -287,24 +287,24 @@ static void case_double_deep(void)
 }
 
 /* Default build, slow path: a block of a slab that has been retired (every
- * block freed, the slab given back to its superslab) is freed again. 40
- * blocks of 20000 B span two slabs; the first 30 are freed, which empties
- * the first slab (no longer the thread's current one); the last 10 keep
- * the superslab mapped. */
+ * block freed, the slab given back to its superslab) is freed again. 80
+ * blocks of 20000 B span two slabs (51 to a 1 MiB slab of the 20 KiB
+ * class); the first 60 are freed, which empties the first slab (no longer
+ * the thread's current one); the last 20 keep the superslab mapped. */
 static void case_double_retired(void)
 {
   g_cls = 20000;
-  enum { N = 40 };
+  enum { N = 80, FREED = 60 };
   void *p[N];
   for (int i = 0; i < N; i++) CHECK((p[i] = malloc(20000)) != NULL, "malloc");
   void *first = opaque_ptr(p[0]);
-  for (int i = 0; i < 30; i++) free(p[i]);
+  for (int i = 0; i < FREED; i++) free(p[i]);
   /* today's wording for a retired slab, or either of issue 10's */
   printf("EXPECT hakmem: free(): double free or invalid pointer %p|hakmem: free(): double free of %p|"
          "hakmem: free(): invalid pointer %p\n", first, first, first);
   fflush(stdout);
   free(opaque_ptr(first));
-  for (int i = 30; i < N; i++) free(p[i]);
+  for (int i = FREED; i < N; i++) free(p[i]);
 }
 
 /* Default build, slow path: a block freed twice while its slab is full. The

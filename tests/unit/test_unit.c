@@ -90,7 +90,10 @@ static void part_sizeclass(void)
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     CHECK(sc_size[c] % 16 == 0, "class %u: size %u not a multiple of 16", c, sc_size[c]);
     CHECK(c == 0 || sc_size[c] > sc_size[c - 1], "class %u: sizes not increasing", c);
-    unsigned want = c >= HAK_CLASS_BIG_FIRST ? SC_KIND_BIG : c >= HAK_CLASS_MEDIUM_FIRST ? SC_KIND_MEDIUM : SC_KIND_SMALL;
+    unsigned want = c >= HAK_CLASS_BIG_FIRST    ? SC_KIND_BIG
+                    : c >= HAK_CLASS_WIDE_FIRST ? SC_KIND_WIDE
+                    : c >= HAK_CLASS_MEDIUM_FIRST ? SC_KIND_MEDIUM
+                                                  : SC_KIND_SMALL;
     CHECK(sc_kind(c) == want, "class %u: kind %u, want %u", c, sc_kind(c), want);
   }
   CHECK(sc_size[HAK_NCLASS - 1] == HAK_SMALL_MAX, "largest class %u, want %zu", sc_size[HAK_NCLASS - 1], HAK_SMALL_MAX);
@@ -138,6 +141,9 @@ static void part_blockstart(void)
     CHECK(shift >= HAK_SMALL_SLAB_SHIFT, "block of class %u not in a slab (map %u)", c, shift);
     const slab_t *s = ss_slab_of(p, shift);
     CHECK(s->bsize == sc_size[c], "class %u: slab bsize %u", c, s->bsize);
+    unsigned k = sc_kind(c);
+    unsigned want = k == SC_KIND_SMALL ? HAK_SMALL_SLAB_SHIFT : k == SC_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT : HAK_WIDE_SLAB_SHIFT;
+    CHECK(shift == want, "class %u (%u B, kind %u): slab shift %u, want %u", c, sc_size[c], k, shift, want);
     CHECK(slab_holds(s, p), "class %u: the slab does not hold its own block", c);
     const uint8_t *area = s->area;
     CHECK(!slab_holds(s, area - 16) && !slab_holds(s, area + s->span), "class %u: slab_holds past the area", c);
