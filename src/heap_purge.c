@@ -767,7 +767,7 @@ size_t heap_remote_pending_bytes(void) {
       const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
       const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
       int32_t room = __atomic_load_n(&w->room, __ATOMIC_RELAXED);
-      if (s != NULL) total += (size_t)(uint32_t)(remote_room0(s->bsize) - room);
+      if (s != NULL) total += remote_way_bytes(room, s->bsize);
     }
   }
   return total;

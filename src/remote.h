@@ -64,9 +64,13 @@ HAK_INLINE int32_t remote_room0(uint32_t bsize) {
   uint64_t room = (uint64_t)REMOTE_BATCH * bsize;
   return (int32_t)(room < REMOTE_BATCH_BYTES ? room : REMOTE_BATCH_BYTES);
 }
-/* The blocks of a way's batch (slab s): the bytes its room lost. */
+/* The bytes of a way's batch: what its room (read by the caller, the
+ * owner's plain read or another thread's relaxed load) lost since the
+ * batch started, for blocks of bsize. */
+HAK_INLINE uint32_t remote_way_bytes(int32_t room, uint32_t bsize) { return (uint32_t)(remote_room0(bsize) - room); }
+/* The blocks of a way's batch (slab s). */
 HAK_INLINE uint32_t remote_way_blocks(const remote_pending_t *w, const slab_t *s) {
-  return (uint32_t)((uint32_t)(remote_room0(s->bsize) - w->room) / s->bsize);
+  return remote_way_bytes(w->room, s->bsize) / s->bsize;
 }
 /* The way of rc that holds slab s's batch: descriptors are 128 bytes
  * apart, so the slabs of one superslab take different ways. */
