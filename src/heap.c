@@ -670,7 +670,7 @@ enum { HEAP_SLAB_NONE, HEAP_SLAB_LIST, HEAP_SLAB_CLEAN, HEAP_SLAB_SWITCH, HEAP_S
  * free list or in cold runs, so a slab with neither a free list nor remote
  * frees is skipped: switching to a slab always yields a block. */
 static bool heap_slab_reusable(const slab_t *s, unsigned want) {
-  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  uintptr_t tf = atomic_load_explicit(slab_tf(s), memory_order_relaxed);
   unsigned remote = (unsigned)(tf >> TF_COUNT_SHIFT);
   if (s->free == NULL && remote == 0) return false;
   return (unsigned)(s->carved - s->used) + remote >= want;

@@ -663,7 +663,7 @@ static unsigned heap_collect_lists(heap_t *h, uint64_t idle_since) {
     for (unsigned l = 0; l < 2; l++)
       for (slab_t *s = h->list_head[l][c], *next; s != NULL; s = next) {
         next = s->next;
-        uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
+        uintptr_t tf = atomic_load_explicit(slab_tf(s), memory_order_acquire);
         unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
         if (n == 0) continue;
         /* used counts the blocks freed remotely until they are collected:
@@ -671,7 +671,7 @@ static unsigned heap_collect_lists(heap_t *h, uint64_t idle_since) {
          * to heap_slab_emptied. */
         unsigned used = __atomic_load_n(&s->used, __ATOMIC_ACQUIRE);
         if (used == 0 || n != used || (tf & TF_DELAYED) ||
-            !atomic_compare_exchange_strong_explicit(&s->thread_free, &tf, 0, memory_order_acquire,
+            !atomic_compare_exchange_strong_explicit(slab_tf(s), &tf, 0, memory_order_acquire,
                                                      memory_order_relaxed)) {
           waiting = true;
           continue;

@@ -29,7 +29,7 @@
 #define OWN_CODE_MASK 63
 /* Where a superslab's slab descriptors start and how far apart they are
  * (superslab.h asserts both against its layout). */
-#define OWN_DESC_OFFSET 128
+#define OWN_DESC_OFFSET (128 + 32 * 64) /* past the header and its tfree[] */
 #define OWN_DESC_SHIFT 7
 
 extern uint64_t ownmap_table[(size_t)1 << HAK_OWNMAP_BITS];

@@ -21,7 +21,7 @@
 #include "stats.h"
 
 static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
-  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  uintptr_t tf = atomic_load_explicit(slab_tf(s), memory_order_relaxed);
   HAK_STAT(ST_RPUBLISH);
   HAK_STATN(ST_RPUBLISH_BLOCKS, n);
   for (;;) {
@@ -48,7 +48,7 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
     blk_set_next(tail, (block_t *)(tf & TF_PTR_MASK));
     uintptr_t count = (tf >> TF_COUNT_SHIFT) + n;
     uintptr_t nw = (uintptr_t)head | (tf & TF_DELAYED) | (count << TF_COUNT_SHIFT);
-    if (atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, nw, memory_order_release,
+    if (atomic_compare_exchange_weak_explicit(slab_tf(s), &tf, nw, memory_order_release,
                                               memory_order_relaxed))
       break;
     HAK_STAT(ST_RCAS_RETRY);
@@ -100,7 +100,7 @@ int remote_flush(remote_cache_t *rc) {
 
 bool remote_mark_full(slab_t *s, heap_t *h) {
   uintptr_t expect = 0;
-  if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &expect, TF_DELAYED,
+  if (!atomic_compare_exchange_strong_explicit(slab_tf(s), &expect, TF_DELAYED,
                                                memory_order_acq_rel, memory_order_relaxed))
     return false;
   atomic_store_explicit(&s->owner, h->tid | OWNER_FULL, memory_order_release);

@@ -116,7 +116,7 @@ void remote_delayed_put(struct heap *h, block_t *head, block_t *tail);
 void remote_delayed_taken(struct heap *h, size_t bytes);
 /* Does s have remote frees waiting? */
 HAK_INLINE bool remote_has_frees(const slab_t *s) {
-  return (atomic_load_explicit(&s->thread_free, memory_order_relaxed) & TF_PTR_MASK) != 0;
+  return (atomic_load_explicit(slab_tf(s), memory_order_relaxed) & TF_PTR_MASK) != 0;
 }
 
 #endif

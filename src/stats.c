@@ -159,7 +159,7 @@ static void acct_superslab(acct_t *ac, const superslab_t *ss) {
     uintptr_t cend = start + carved * bs;
     size_t rc = rwin_bytes(w, start, cend);
     size_t live = used * bs;
-    size_t tf = (size_t)(atomic_load_explicit(&s->thread_free, memory_order_relaxed) >> TF_COUNT_SHIFT) * bs;
+    size_t tf = (size_t)(atomic_load_explicit(slab_tf(s), memory_order_relaxed) >> TF_COUNT_SHIFT) * bs;
     size_t live_res = live < rc ? live : rc;
     st->rss_free_block_bytes += rc - live_res;
     if (tf > live_res) tf = live_res;

@@ -82,7 +82,7 @@ static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
   for (unsigned i = 0; !fresh && i < ss->nslabs; i++) {
     slab_t *s = &ss->slabs[i];
     atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
-    atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
     s->index = i;
     s->free = NULL;
     s->cold = NULL;
@@ -368,7 +368,7 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   /* ceil(2^64 / bsize); exactly 2^64 / bsize for a power of two. */
   s->div_mul = UINT64_MAX / s->bsize + 1;
   s->div_base = (uint64_t)(uintptr_t)s->area * s->div_mul;
-  atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+  atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
   atomic_store_explicit(&s->owner, owner, memory_order_release);
   return s;
 }
@@ -584,7 +584,7 @@ void ss_cache_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) 
 
 unsigned ss_slab_collect(slab_t *s) {
   if (!remote_has_frees(s)) return 0;
-  uintptr_t tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
+  uintptr_t tf = atomic_exchange_explicit(slab_tf(s), 0, memory_order_acquire);
   block_t *head = (block_t *)(tf & TF_PTR_MASK);
   if (head == NULL) return 0;
   unsigned n = (unsigned)(tf >> TF_COUNT_SHIFT);
@@ -614,9 +614,9 @@ unsigned ss_slab_collect(slab_t *s) {
 
 void ss_slab_clear_mark(slab_t *s) {
   /* A CAS loop, not exchange-then-store: a publish may land in between. */
-  uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+  uintptr_t tf = atomic_load_explicit(slab_tf(s), memory_order_relaxed);
   while ((tf & TF_DELAYED) &&
-         !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~TF_DELAYED,
+         !atomic_compare_exchange_weak_explicit(slab_tf(s), &tf, tf & ~TF_DELAYED,
                                                 memory_order_acq_rel, memory_order_relaxed)) {
   }
 }

@@ -188,7 +188,7 @@ static void part_remote(void)
   unsigned mine = 0;
   for (int i = 0; i < RN; i++) mine += ss_slab_of(r_blocks[i], ownmap_get(r_blocks[i])) == s;
   CHECK(s->used == used_before, "used %u changed before the owner collected (was %u)", s->used, used_before);
-  uint64_t tf = atomic_load_explicit(&((slab_t *)s)->thread_free, memory_order_acquire);
+  uint64_t tf = atomic_load_explicit(slab_tf(s), memory_order_acquire);
   printf("remote: %u of %d blocks in the first block's slab, thread_free word %#llx after the remote frees\n", mine, RN,
          (unsigned long long)tf);
   /* The owner allocates the class again: its slow path collects, and every
