@@ -94,8 +94,12 @@ static void *api_ann_realloc(void *p, size_t size) {
 #define API_REALLOC(p, size) alloc_realloc(p, size)
 #endif
 
-HAK_EXPORT void *hak_malloc(size_t size) { return API_OUT(front_malloc(size)); }
-HAK_EXPORT void hak_free(void *p) {
+/* The hit paths start on a cache line: where the linker happened to put
+ * them moved random_mixed by 3 % between builds of the same instructions
+ * (cachegrind: 111.73 M either way; malloc at 0xf380 against 0xf570). */
+#define API_HOT __attribute__((aligned(64)))
+HAK_EXPORT API_HOT void *hak_malloc(size_t size) { return API_OUT(front_malloc(size)); }
+HAK_EXPORT API_HOT void hak_free(void *p) {
   API_IN(p);
   front_free(p);
 }
@@ -108,7 +112,7 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t n, size_t size) {
 #endif
   return alloc_reallocarray(p, n, size);
 }
-HAK_EXPORT void hak_free_sized(void *p, size_t size) {
+HAK_EXPORT API_HOT void hak_free_sized(void *p, size_t size) {
   API_IN(p);
   alloc_free_sized(p, size);
 }
