@@ -23,13 +23,14 @@
 uintptr_t ss_secret = 0x9E3779B97F4A7C15ull; /* replaced by a random value at start-up */
 
 #if HAK_SECURE
-/* Secure layout inside the header slab: descriptors up to 8.2 KiB, then a
- * guard page. A superslab's mapping also has one more page, past its 4 MiB,
+/* Secure layout inside the header slab: the header (its tfree[] and
+ * descriptors, 10.1 KiB), then a guard page. A superslab's mapping also has one more page, past its 4 MiB,
  * kept inaccessible: an overflow off the last block faults there, and no
  * slab gives up room for it (the 1 MiB class keeps three blocks of a big
  * slab, aligned to 1 MiB). It costs address space only: the next superslab
  * starts at the following 4 MiB boundary. */
 #define SS_GUARD_OFFSET ((size_t)12288)
+_Static_assert(sizeof(superslab_t) <= SS_GUARD_OFFSET, "the header ends before the guard page");
 #define SS_MAP_SIZE (HAK_SS_SIZE + os_page_size)
 #else
 #define SS_MAP_SIZE HAK_SS_SIZE
