@@ -78,7 +78,8 @@ MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "pro
                "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "small_ws_64t", "written_mixed_16t",
                "written_big_16t"]
 # Real programs from Debian packages (bench/real/).
-REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git"]
+REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git",
+        "real_python_16t", "real_node_16t"]
 
 
 def name_of(a):

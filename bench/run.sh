@@ -121,6 +121,8 @@ SUITE_FULL=(
   "real_sort||real/run_real.sh sort 1500000 16 100M"
   "real_jq||real/run_real.sh jq 200000"
   "real_git||real/run_real.sh git 400"
+  "real_python_16t||real/run_real.sh python_mt 6"
+  "real_node_16t||real/run_real.sh node 8"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -181,6 +183,8 @@ SUITE_QUICK=(
   "real_sort||real/run_real.sh sort 1500000 16 100M"
   "real_jq||real/run_real.sh jq 200000"
   "real_git||real/run_real.sh git 400"
+  "real_python_16t||real/run_real.sh python_mt 2"
+  "real_node_16t||real/run_real.sh node 3"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

@@ -3,6 +3,9 @@
 # allocator the harness preloaded, and prints the harness's RESULT line.
 #   run_real.sh sqlite N    sqlite3 :memory: < SQL script of N rows (gen_sql.awk)
 #   run_real.sh python N    PYTHONMALLOC=malloc python3 -s -S alloc_heavy.py N (rounds)
+#   run_real.sh python_mt N PYTHONMALLOC=malloc python3 -s -S threads_pool.py N: 16
+#                           threads (N rounds each), then a fork()ed pool of 8
+#   run_real.sh node N      node workers.js N: 16 worker threads, N rounds each
 #   run_real.sh gcc U F     gcc -O2 -c on U generated C files of F functions each
 #   run_real.sh redis N     redis-server on 127.0.0.1:random port, redis-benchmark
 #                           N requests per test (7 tests, 8 clients, pipeline 16)
@@ -33,7 +36,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|gcc|redis|ruby|sort|jq|git ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|python_mt|gcc|redis|ruby|sort|jq|git|node ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -113,6 +116,25 @@ case $ROW in
     fail_if_rc
     OPS=$(sed -n 's/^records=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=records
     [ -n "$OPS" ] || die "python printed no record count" ;;
+  python_mt)
+    N=${1:-6}
+    PYBIN=/usr/bin/python3
+    [ -x $PYBIN ] || missing python3
+    pyenv=(env -u PYTHONPATH -u PYTHONHOME -u PYTHONSTARTUP -u PYTHONDEVMODE PYTHONMALLOC=malloc)
+    warm "${pyenv[@]}" $PYBIN -s -S "$HERE/threads_pool.py" 1
+    run_measured "${pyenv[@]}" $PYBIN -s -S "$HERE/threads_pool.py" "$N"
+    fail_if_rc
+    OPS=$(sed -n 's/^records=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=records
+    [ -n "$OPS" ] || die "python printed no record count" ;;
+  node)
+    N=${1:-8}
+    command -v node >/dev/null 2>&1 || missing node
+    nodeenv=(env -u NODE_OPTIONS -u NODE_PATH)
+    warm "${nodeenv[@]}" node "$HERE/workers.js" 1
+    run_measured "${nodeenv[@]}" node "$HERE/workers.js" "$N"
+    fail_if_rc
+    OPS=$(sed -n 's/^objects=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=objects
+    [ -n "$OPS" ] || die "node printed no object count" ;;
   gcc)
     U=${1:-2} F=${2:-60}
     command -v gcc >/dev/null 2>&1 || missing gcc

@@ -6,6 +6,8 @@
 #    output checksum equals the glibc run's;
 #  - gcc under LIBHAKMEM: every process (gcc, cc1, as) agrees on LIBHAKMEM;
 #  - sort under LIBHAKMEM: the same, and the same output as under glibc;
+#  - python with 16 threads and then a fork pool, and node with 16 worker
+#    threads (when node is installed): malloc_path and the same output;
 #  - a preload that does not exist: malloc_from=libc.so.6 (the harness then
 #    marks the run "wrong allocator"), not the allocator it was meant to be.
 # Exit 77 (skipped) when none of sqlite3, python3, gcc is installed.
@@ -43,6 +45,16 @@ if [ -x /usr/bin/python3 ]; then
   h=$(run "$LIB" python 2); g=$(run "" python 2)
   expect "python under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
   expect "python: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  # 16 threads, then a fork()ed pool started while they hold their caches
+  h=$(run "$LIB" python_mt 1); g=$(run "" python_mt 1)
+  expect "python, 16 threads and a fork pool, under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "python, 16 threads and a fork pool: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+fi
+if command -v node >/dev/null 2>&1; then
+  ran=1
+  h=$(run "$LIB" node 1); g=$(run "" node 1)
+  expect "node, 16 workers, under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "node, 16 workers: same output under both" "$(field "$h" check)" "$(field "$g" check)"
 fi
 if command -v gcc >/dev/null 2>&1; then
   ran=1

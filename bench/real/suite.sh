@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # bench/real/suite.sh — sourced by bench/run.sh when real-program rows
-# (real_sqlite, real_python, real_gcc, real_redis, real_ruby, real_sort, real_jq, real_git: "real/run_real.sh ROW ...")
+# (real_sqlite, real_python, real_python_16t, real_gcc, real_redis, real_ruby, real_sort, real_jq,
+# real_git, real_node_16t: "real/run_real.sh ROW ...")
 # are in the selected suite. Owns which Debian package each row needs:
 #   real_packages      adds the missing ones to run.sh's install list (pkgs)
 #   real_drop_missing  takes rows whose program is still missing out of SUITE,
@@ -11,7 +12,8 @@
 real_needs() {
   case $1 in
     sqlite) echo "sqlite3 sqlite3" ;;
-    python) echo "/usr/bin/python3 python3" ;;
+    python | python_mt) echo "/usr/bin/python3 python3" ;;
+    node) echo "node nodejs" ;;
     gcc) echo "gcc gcc"; echo "cc gcc" ;; # cc builds the probe of every row
     redis) printf '%s\n' "redis-server redis-server" "redis-benchmark redis-tools" "redis-cli redis-tools" ;;
     ruby) echo "ruby ruby" ;;
