@@ -79,7 +79,7 @@ MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "pro
                "written_big_16t"]
 # Real programs from Debian packages (bench/real/).
 REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git",
-        "real_python_16t", "real_node_16t"]
+        "real_python_16t", "real_node_16t", "real_cppcheck"]
 
 
 def name_of(a):

@@ -123,6 +123,7 @@ SUITE_FULL=(
   "real_git||real/run_real.sh git 400"
   "real_python_16t||real/run_real.sh python_mt 6"
   "real_node_16t||real/run_real.sh node 8"
+  "real_cppcheck||real/run_real.sh cppcheck 240"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -185,6 +186,7 @@ SUITE_QUICK=(
   "real_git||real/run_real.sh git 400"
   "real_python_16t||real/run_real.sh python_mt 2"
   "real_node_16t||real/run_real.sh node 3"
+  "real_cppcheck||real/run_real.sh cppcheck 80"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

@@ -15,6 +15,8 @@
 #                           (gen_json.awk)
 #   run_real.sh git N       git log -p --stat over a generated history of N commits
 #                           (gen_git.awk through git fast-import, then repacked)
+#   run_real.sh cppcheck N  cppcheck --enable=all on one generated C file of N
+#                           functions (gen_c.awk); a C++ program: operator new/delete
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -36,7 +38,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|python_mt|gcc|redis|ruby|sort|jq|git|node ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|python_mt|gcc|redis|ruby|sort|jq|git|node|cppcheck ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -252,7 +254,23 @@ case $ROW in
     run_measured "${genv[@]}" git -C "$REPO" log -p --stat refs/heads/main
     fail_if_rc
     [ "$(grep -c '^commit ' "$WORK/out")" = "$N" ] || die "git log showed $(grep -c '^commit ' "$WORK/out") commits, want $N" ;;
-  *) die "unknown row '$ROW' (sqlite, python, gcc, redis, ruby, sort, jq, git)" ;;
+  cppcheck)
+    # C++ from end to end: cppcheck's token lists, symbol database and value
+    # flow are std::string, std::list and std::vector nodes, so every
+    # allocation goes through operator new and delete (glibc's malloc runs it
+    # at about half the speed of the size-class allocators)
+    N=${1:-240}
+    command -v cppcheck >/dev/null 2>&1 || missing cppcheck
+    SRC=$CACHE/cppcheck-f$N-$(cksum <"$HERE/gen_c.awk" | cut -d' ' -f1).c
+    cached_gen "$SRC" awk -v n="$N" -v unit=1 -f "$HERE/gen_c.awk"
+    OPS=$(wc -l <"$SRC"); UNIT=lines # finer than functions: RESULT rounds ops/s to a unit
+    ccopt=(-q --enable=all --suppress=missingIncludeSystem --template='{line}:{severity}:{id}')
+    warm cppcheck "${ccopt[@]}" "$SRC"
+    run_measured cppcheck "${ccopt[@]}" --output-file="$WORK/findings" "$SRC"
+    fail_if_rc
+    [ -s "$WORK/findings" ] || die "cppcheck reported no finding (the generated file always has some)"
+    mv -f "$WORK/findings" "$WORK/out" ;;
+  *) die "unknown row '$ROW' (sqlite, python, python_mt, node, gcc, redis, ruby, sort, jq, git, cppcheck)" ;;
 esac
 
 # what the processes said about their malloc

@@ -8,6 +8,8 @@
 #  - sort under LIBHAKMEM: the same, and the same output as under glibc;
 #  - python with 16 threads and then a fork pool, and node with 16 worker
 #    threads (when node is installed): malloc_path and the same output;
+#  - cppcheck, a C++ program (when installed): the same, its findings the
+#    same as under glibc;
 #  - a preload that does not exist: malloc_from=libc.so.6 (the harness then
 #    marks the run "wrong allocator"), not the allocator it was meant to be.
 # Exit 77 (skipped) when none of sqlite3, python3, gcc is installed.
@@ -55,6 +57,12 @@ if command -v node >/dev/null 2>&1; then
   h=$(run "$LIB" node 1); g=$(run "" node 1)
   expect "node, 16 workers, under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
   expect "node, 16 workers: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+fi
+if command -v cppcheck >/dev/null 2>&1; then
+  ran=1
+  h=$(run "$LIB" cppcheck 10); g=$(run "" cppcheck 10)
+  expect "cppcheck (C++: operator new and delete) under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "cppcheck: same findings under both" "$(field "$h" check)" "$(field "$g" check)"
 fi
 if command -v gcc >/dev/null 2>&1; then
   ran=1

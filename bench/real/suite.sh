@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # bench/real/suite.sh — sourced by bench/run.sh when real-program rows
 # (real_sqlite, real_python, real_python_16t, real_gcc, real_redis, real_ruby, real_sort, real_jq,
-# real_git, real_node_16t: "real/run_real.sh ROW ...")
+# real_git, real_node_16t, real_cppcheck: "real/run_real.sh ROW ...")
 # are in the selected suite. Owns which Debian package each row needs:
 #   real_packages      adds the missing ones to run.sh's install list (pkgs)
 #   real_drop_missing  takes rows whose program is still missing out of SUITE,
@@ -19,6 +19,7 @@ real_needs() {
     ruby) echo "ruby ruby" ;;
     jq) echo "jq jq" ;;
     git) echo "git git" ;;
+    cppcheck) echo "cppcheck cppcheck" ;;
   esac
   [ "$1" = gcc ] || echo "cc gcc"
 }
