@@ -26,43 +26,39 @@ expect() { # expect WHAT GOT WANT
   if [ "$2" = "$3" ]; then echo "ok   $1: $2"; else echo "FAIL $1: got '$2', want '$3'"; fails=$((fails + 1)); fi
 }
 run() { env -u LD_PRELOAD ${1:+LD_PRELOAD=$1} bash "$HERE/run_real.sh" "${@:2}" 2>/dev/null | grep '^RESULT '; }
+# both WHAT ROW ARGS...: ROW under LIB and under glibc (results in h and g);
+# the first ran on LIB's file and both printed the same output
+both() {
+  local what=$1; shift
+  h=$(run "$LIB" "$@"); g=$(run "" "$@")
+  expect "$what under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  expect "$what: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+}
 
 if command -v sqlite3 >/dev/null 2>&1; then
   ran=1
-  h=$(run "$LIB" sqlite 2000); g=$(run "" sqlite 2000)
-  expect "sqlite under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
+  both sqlite sqlite 2000
   expect "sqlite under glibc: malloc_from" "$(field "$g" malloc_from)" libc.so.6
-  expect "sqlite: same output under both" "$(field "$h" check)" "$(field "$g" check)"
   w=$(run /nonexistent/libhakmem.so sqlite 2000)
   expect "sqlite with a missing preload: malloc_from" "$(field "$w" malloc_from)" libc.so.6
 fi
 if command -v sort >/dev/null 2>&1; then
   ran=1
-  h=$(run "$LIB" sort 20000 2 1M); g=$(run "" sort 20000 2 1M)
-  expect "sort under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
-  expect "sort: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  both sort sort 20000 2 1M
 fi
 if [ -x /usr/bin/python3 ]; then
   ran=1
-  h=$(run "$LIB" python 2); g=$(run "" python 2)
-  expect "python under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
-  expect "python: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  both python python 2
   # 16 threads, then a fork()ed pool started while they hold their caches
-  h=$(run "$LIB" python_mt 1); g=$(run "" python_mt 1)
-  expect "python, 16 threads and a fork pool, under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
-  expect "python, 16 threads and a fork pool: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  both "python with 16 threads and a fork pool" python_mt 1
 fi
 if command -v node >/dev/null 2>&1; then
   ran=1
-  h=$(run "$LIB" node 1); g=$(run "" node 1)
-  expect "node, 16 workers, under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
-  expect "node, 16 workers: same output under both" "$(field "$h" check)" "$(field "$g" check)"
+  both "node with 16 workers" node 1
 fi
 if command -v cppcheck >/dev/null 2>&1; then
   ran=1
-  h=$(run "$LIB" cppcheck 10); g=$(run "" cppcheck 10)
-  expect "cppcheck (C++: operator new and delete) under hakmem: malloc_path" "$(field "$h" malloc_path)" "$LIB"
-  expect "cppcheck: same findings under both" "$(field "$h" check)" "$(field "$g" check)"
+  both "cppcheck (C++: operator new and delete)" cppcheck 10
 fi
 if command -v gcc >/dev/null 2>&1; then
   ran=1
