@@ -34,6 +34,9 @@ DESCRIPTIONS = {
     "written_mixed_16t": "as written_mixed with 16 threads on 2 cores",
     "written_big": "2 threads, random mixed per thread over 64 slots, 64 KiB–1 MiB log-uniform, every block written whole",
     "written_big_16t": "as written_big with 16 threads on 2 cores",
+    "idle_16t": "16 threads on 2 cores write 256 MiB of 16 B–256 KiB blocks, free nine in ten and sleep, "
+                "alive, for 1 s with no allocator call; op = a malloc or free of the burst (the RSS while "
+                "they sleep: *Memory given back while threads sleep*)",
     "larson": "2 threads, Larson server simulation, 8–128 B, slices handed to new threads",
     "prodcons": "1 producer + 1 consumer, blocks 16–512 B freed by the other thread",
     "alltoall": "2 threads allocate for each other, barrier, free what they received",
@@ -72,11 +75,16 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                 "remote_0", "remote_50_b1", "remote_50_b256", "remote_100_b1", "remote_100_b256",
                 "rounds", "rounds_fresh"] + ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t",
                                              "xmalloc_16t", "thread_churn_16t", "thread_churn_64t", "rounds_16t",
-                                             "mid_mt_16t", "small_ws_64t", "written_mixed_16t", "written_big_16t"]
+                                             "mid_mt_16t", "small_ws_64t", "written_mixed_16t", "written_big_16t",
+                                             "idle_16t"]
 # Many more threads than cores (issue 19): speed and peak RSS against the peers.
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
                "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "small_ws_64t", "written_mixed_16t",
-               "written_big_16t"]
+               "written_big_16t", "idle_16t"]
+# The row that measures what a process gives back while its threads sleep
+# (bench_idle): its RSS samples after the last free, in ms.
+IDLE = "idle_16t"
+IDLE_AT = [0, 100, 200, 500, 1000]
 # Real programs from Debian packages (bench/real/).
 REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git",
         "real_python_16t", "real_node_16t", "real_cppcheck"]
@@ -230,7 +238,8 @@ def summarize(runs, bench, alloc):
         v = [num(r, k) for r in ok if num(r, k) is not None]
         if v:
             s[key] = statistics.median(v)
-    for k in ("after_free_rss_kb", "final_rss_kb", "live_kb", "built_rss_kb"):
+    for k in ("after_free_rss_kb", "final_rss_kb", "live_kb", "built_rss_kb", "base_rss_kb") + \
+            tuple(f"rss_{t}_kb" for t in IDLE_AT):
         v = [num(r, k) for r in ok if num(r, k) is not None]
         if v:
             s[k] = statistics.median(v)
@@ -304,6 +313,7 @@ def suite(raw, metafile, out_md, chart_base, readme=None):
 
     out.extend(acct_section(raw))
     out.extend(faults_section(S, benches, allocs))
+    out.extend(idle_section(S, benches, allocs))
 
     # per benchmark
     out.append("## Per benchmark\n")
@@ -619,6 +629,7 @@ def goals(S, benches, allocs, ratio, best_peer_name, min_peer_rss, readme=False)
             cells.append(f"{b} {'FAIL' if x is None else f'{x:.2f}×'}")
         ok = all(ratio(b, "hakmem") is not None and ratio(b, "hakmem") >= GOAL_ALL for b in rp)
         out.append(f"| real programs ≥ {GOAL_ALL:.1f}× best peer | " + ", ".join(cells) + f" | {'✓' if ok else '✗'} |")
+    out += idle_goal(S, benches, allocs)
     out += cross_thread_goal(S, benches, ratio, best_peer_name, readme)
     if readme:
         out.append("\nInstructions and branches per operation (`make bench-instr`): "
@@ -746,6 +757,50 @@ def faults_section(S, benches, allocs):
     if over:
         out.append("More than 1.5× the fewest peer's faults: " + ", ".join(over) + ".\n")
     return out
+
+
+def idle_section(S, benches, allocs):
+    """What each allocator gives back while the threads of idle_16t sleep (bench_idle): the RSS
+    at each sample after the last free, beside the RSS before the burst and the bytes still
+    held. Nobody calls the allocator meanwhile, so what goes back goes back by itself."""
+    if IDLE not in benches or not any(S[(IDLE, a)].get(f"rss_{IDLE_AT[-1]}_kb") for a in allocs):
+        return []
+    out = ["## Memory given back while threads sleep\n",
+           f"`{IDLE}` (median of the repeats): RSS before the burst, the burst's peak, the "
+           "bytes the threads still hold, and RSS at each time after the last thread's last free, "
+           "while all 16 threads sleep and nothing calls the allocator. hakmem's purge delay "
+           "(`HAKMEM_PURGE_DELAY_MS`) is 100 ms.\n",
+           "| allocator | before | peak | held | " + " | ".join(f"after {t} ms" for t in IDLE_AT) + " |",
+           "|---|" + "---:|" * (3 + len(IDLE_AT))]
+    for a in allocs:
+        st = S[(IDLE, a)]
+        if st.get(f"rss_{IDLE_AT[-1]}_kb") is None:
+            continue
+        cells = [fmt_mib(st.get("base_rss_kb")), fmt_mib(st.get("rss")), fmt_mib(st.get("live_kb"))]
+        cells += [fmt_mib(st.get(f"rss_{t}_kb")) for t in IDLE_AT]
+        out.append(f"| {name_of(a)} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def idle_goal(S, benches, allocs):
+    """Issue 18: an idle process returns its memory within the decay window, with no calls.
+    Measured on idle_16t: hakmem's RSS two purge delays after the last free, against the leanest
+    peer's a second after it."""
+    h = S.get((IDLE, "hakmem"), {})
+    if IDLE not in benches or h.get("rss_200_kb") is None:
+        return []
+    peers = [(S[(IDLE, p)].get(f"rss_{IDLE_AT[-1]}_kb"), p) for p in PEERS if p in allocs and S[(IDLE, p)].get(f"rss_{IDLE_AT[-1]}_kb")]
+    if not peers:
+        return []
+    least = min(peers)
+    held = (h.get("base_rss_kb") or 0) + (h.get("live_kb") or 0)
+    ok = h["rss_200_kb"] <= least[0]
+    return [f"| an idle process gives its memory back within the decay window ({IDLE}: RSS 200 ms after "
+            f"the last free ≤ every peer's at 1 s) | hakmem {fmt_mib(h['rss_200_kb'])} at 200 ms "
+            f"({fmt_mib(held)} before the burst and still held); at 1 s hakmem "
+            f"{fmt_mib(h.get('rss_1000_kb'))}, " + ", ".join(f"{name_of(p)} {fmt_mib(x)}" for x, p in peers) +
+            f" | {'✓' if ok else '✗'} |"]
 
 
 def vs_base(S, benches, meta, readme=False):
