@@ -271,7 +271,7 @@ static HAK_NOINLINE unsigned heap_young_pick(heap_t *h, unsigned cls, uintptr_t 
 static void heap_set_current(heap_t *h, unsigned cls, slab_t *s) {
   h->cur[cls] = s;
   if (h->batch != NULL && s != &heap_empty_slab) s = heap_batch_geometry(&h->batch[cls], s);
-  h->front[cls] = s;
+  __atomic_store_n(&h->front[cls], s, __ATOMIC_RELAXED); /* the idle collector stores here too */
   /* The direct table belongs to the thread's own heap; the profiler (heap
    * NULL) and the exit heap must keep the fast path closed. */
   if (h != heap_front.heap) return;
@@ -887,7 +887,9 @@ HAK_INLINE void *heap_refill_in(heap_t *h, unsigned cls, heap_oom_fn oom, bool *
     }
     heap_set_current(h, cls, s);
   }
-  if (h->cur[cls] != s) heap_set_current(h, cls, s);
+  /* front differs from cur (not profiling) where the collector of an idle
+   * heap moved it aside (heap_purge.c, heap_idle_cool): back it goes. */
+  if (h->cur[cls] != s || (h->batch == NULL && h->front[cls] != s)) heap_set_current(h, cls, s);
   if (want != cls) heap_direct_point(want, h->front[cls]);
   if (lender != NULL) {
     b = slab_pop(lender, lender->free);
@@ -935,7 +937,7 @@ void *heap_calloc_class(heap_t *h, unsigned cls, bool *zeroed) {
   HAK_STAT_CLS(cls_alloc, cls);
   /* A free block first (its pages are resident: clearing it costs no
    * memory); else the refill, which takes a clean slab's next block. */
-  slab_t *s = h->front[cls];
+  slab_t *s = __atomic_load_n(&h->front[cls], __ATOMIC_RELAXED);
   block_t *b = s->free;
   if (b != NULL && slab_can_pop(s, b)) return slab_pop(s, b);
   return heap_refill_as(h, cls, NULL, zeroed, 1);

@@ -14,7 +14,9 @@
  * checkers) and heap_xc.c (the kept blocks); heap_impl.h is what they
  * share.
  * Promises: only the owning thread touches a heap's slab lists and the
- * free lists of its slabs not marked full; the page level (superslab lists
+ * free lists of its slabs not marked full (the collector of an idle heap
+ * only reads them, and gives back the pages inside the big free blocks
+ * on them: heap_purge.c, heap_idle_cool); the page level (superslab lists
  * and masks) and the full slabs' lists are shared with the purge thread
  * under the heap's lock (which collects the delayed list of a heap whose
  * thread stopped refilling: heap_purge.c); everything here except the
@@ -75,7 +77,11 @@ typedef struct heap_xcache {
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];           /* the class's current slab */
-  slab_t *front[HAK_NCLASS];         /* what pops take from: cur[], or while profiling the class's batch */
+  /* What pops take from: cur[], or while profiling the class's batch. The
+   * collector of an idle heap may point a class of 8 KiB and more at a
+   * slab without blocks (heap_idle_cool), so that a pop goes to the
+   * refill, which points it back at cur[]. */
+  slab_t *front[HAK_NCLASS];
   /* Slabs of a class besides the current one, oldest first:
    * [HEAP_PARTIAL] have free blocks; [HEAP_WAITING] ran out and wait, not
    * yet marked full, for the blocks other threads are freeing — those reach
@@ -133,6 +139,7 @@ typedef struct heap {
   uint64_t idle_since;               /* the last look that saw it refill or run */
   uint64_t idle_cpu_ns;              /* its thread's CPU time at that look */
   uint32_t kid;                      /* its thread's kernel id (0: none) */
+  uint32_t idle_cool_tick;           /* the refill count when its big free blocks last went back while it slept (heap_idle_cool) */
   /* The same collector takes the slabs on the lists of an idle heap once
    * every block in use in them has come back (heap_collect_lists), under
    * a hand-shake with the owner: the owner's sections (heap_owner_enter:
@@ -213,7 +220,9 @@ typedef void *(*heap_oom_fn)(heap_t *h, unsigned cls, uintptr_t align);
 void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t align);
 /* A block of class cls from h: the current slab's list, else a refill. */
 HAK_INLINE void *heap_alloc_class_at(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t align) {
-  slab_t *s = h->front[cls];
+  /* Relaxed atomic (a plain load): the collector of an idle heap may store
+   * here (front[]). */
+  slab_t *s = __atomic_load_n(&h->front[cls], __ATOMIC_RELAXED);
   block_t *b = s->free;
   if (HAK_LIKELY(slab_can_pop(s, b))) return slab_pop(s, b);
   return heap_alloc_refill(h, cls, oom, align);

@@ -39,25 +39,27 @@
 #define HAK_RODATA_COLD __attribute__((section(".rodata.hak_cold")))
 #define HAK_BSS_BIG     __attribute__((section(".bss.hak_big")))
 
+/* HAK_TSAN: 1 in a ThreadSanitizer build. */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HAK_TSAN 1
+#endif
+#endif
+#if !defined(HAK_TSAN)
+#define HAK_TSAN 0
+#endif
 /* HAK_TSO: 1 where a plain store already has release and a plain load
  * acquire semantics (x86-64's total store order) and no ThreadSanitizer
  * watches (it knows no TSO): there, an owner-only counter another thread
  * reads may be updated by one instruction in memory (slab_used_dec_release
  * in superslab.h, the owner's section in heap_impl.h). 0 elsewhere: the
  * portable atomic load and store. */
-#if defined(__SANITIZE_THREAD__)
-#define HAK_TSO 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HAK_TSO 0
-#endif
-#endif
-#if !defined(HAK_TSO)
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !HAK_TSAN
 #define HAK_TSO 1
 #else
 #define HAK_TSO 0
-#endif
 #endif
 #define HAK_EXPORT      __attribute__((visibility("default")))
 #define HAK_TLS         __thread __attribute__((tls_model("initial-exec")))

@@ -325,6 +325,29 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
   return ok;
 }
 
+HAK_TEXT_COLD bool os_thread_blocked(uint32_t kid) {
+  /* The path by hand: snprintf may allocate in other libcs. */
+  char path[40] = "/proc/self/task/", digits[12], buf[512];
+  unsigned n = 0, at = 16;
+  do {
+    digits[n++] = (char)('0' + kid % 10);
+    kid /= 10;
+  } while (kid != 0);
+  while (n > 0) path[at++] = digits[--n];
+  memcpy(path + at, "/stat", 6);
+  int saved = errno;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (fd >= 0) close(fd);
+  errno = saved;
+  if (len <= 0) return false;
+  buf[len] = '\0';
+  /* "tid (comm) S ...": the name may hold spaces and parentheses, so the
+   * state follows the last ')'. */
+  const char *p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && p[2] == 'S';
+}
+
 bool os_membarrier(void) {
   /* 0: not tried yet, 1: registered, -1: unavailable. */
   static _Atomic int state;

@@ -90,6 +90,11 @@ uint32_t os_thread_kid(void);
 /* CPU time thread kid of this process has run, in ns; false if there is no
  * such thread in this process (it exited). */
 bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns);
+/* Is thread kid of this process blocked in the kernel (state S in
+ * /proc/self/task/kid/stat: a system call's interruptible sleep, where no
+ * instruction of its own runs)? False when it runs, waits for a CPU, or
+ * /proc cannot say. No allocation. */
+bool os_thread_blocked(uint32_t kid);
 /* A full memory barrier on every running thread of the process
  * (membarrier(2), private expedited; registered on first use). False where
  * the kernel lacks it or refuses it (seccomp): then nothing was done. */

@@ -2,7 +2,7 @@
  * test_mt.c — multi-threaded tests; every block's contents are verified by
  * the thread that frees it (usually not the thread that allocated it).
  *
- *   test_mt <pc|a2a|churn|fork|collect|tsd|wide|exit|naps|all> [--scale=N] [--threads=N] [--seed=S]
+ *   test_mt <pc|a2a|churn|fork|collect|tsd|wide|exit|naps|dozes|all> [--scale=N] [--threads=N] [--seed=S]
  *     pc     producers allocate+fill, pass blocks through a queue, consumers
  *            verify, sometimes realloc, and free (cross-thread frees)
  *     a2a    all-to-all: every thread frees blocks allocated by all others
@@ -18,6 +18,12 @@
  *            blocks all came back), and wake to free the other half and
  *            allocate again, racing that collection; a thread calls
  *            hak_collect(0) all the time
+ *     dozes  owners of big blocks (8..96 KiB) that free most of a burst
+ *            and doze, so that the purge pass gives back the pages inside
+ *            their free blocks (current slabs included) while they sleep;
+ *            they wake to allocate at once, racing that pass, and check
+ *            every block they hold; a thread calls hak_collect(0) all the
+ *            time
  *   env: HAKMEM_TEST_SEED, HAKMEM_TEST_SCALE
  *
  * Built against libhakmem.so (standard names) and, with -DUSE_HAK_API and
@@ -302,6 +308,60 @@ static void part_naps(void)
   unsigned long long got = atomic_load(&pc_consumed);
   CHECK(got == want, "naps: consumed %llu of %llu blocks", got, want);
   printf("naps: %u napping owners, %u consumers, %llu blocks freed remotely\n", np, nc, got);
+}
+
+/* ---- owners that doze with big free blocks: the pass that gives back
+ * the pages inside them (heap_idle_cool) ---- */
+#define DOZE_BURST 96
+#define DOZE_KEEP 24
+
+static void *dozer(void *arg)
+{
+  unsigned id = (unsigned)(uintptr_t)arg;
+  rng_t r;
+  rng_seed(&r, g_seed ^ (0x500 + id));
+  blk_t held[DOZE_BURST];
+  unsigned rounds = 40 * g_scale;
+  uint64_t key = (uint64_t)(0x60 + id) << 48;
+  for (unsigned round = 0; round < rounds; round++) {
+    for (unsigned i = 0; i < DOZE_BURST; i++) {
+      held[i] = (blk_t){NULL, rng_logsize(&r, 8192, 96 * 1024), key++};
+      held[i].p = malloc(held[i].n);
+      CHECK(held[i].p != NULL, "malloc(%zu)", held[i].n);
+      blk_fill(held[i].p, held[i].n, held[i].key);
+    }
+    /* Most of the burst back into the slabs (local frees, the current
+     * slabs' lists among them), then asleep in the kernel. */
+    for (unsigned i = DOZE_KEEP; i < DOZE_BURST; i++) blk_free(&held[i], &r);
+    usleep((useconds_t)(200 + rng_below(&r, 6000)));
+    /* Awake: pops from the same classes at once, while the pass may be
+     * at those lists. */
+    for (unsigned i = DOZE_KEEP; i < DOZE_BURST; i++) {
+      held[i] = (blk_t){NULL, rng_logsize(&r, 8192, 96 * 1024), key++};
+      held[i].p = malloc(held[i].n);
+      CHECK(held[i].p != NULL, "malloc(%zu)", held[i].n);
+      blk_fill(held[i].p, held[i].n, held[i].key);
+    }
+    usleep((useconds_t)rng_below(&r, 3000));
+    for (unsigned i = 0; i < DOZE_BURST; i++) {
+      blk_verify(&held[i], "dozer");
+      blk_free(&held[i], &r);
+    }
+  }
+  return NULL;
+}
+
+static void part_dozes(void)
+{
+  unsigned n = g_threads < 64 ? g_threads : 64;
+  pthread_t t[64], cl;
+  atomic_store(&naps_stop, 0);
+  CHECK(pthread_create(&cl, NULL, nap_collector, NULL) == 0, "pthread_create");
+  for (unsigned i = 0; i < n; i++) CHECK(pthread_create(&t[i], NULL, dozer, (void *)(uintptr_t)i) == 0, "pthread_create");
+  for (unsigned i = 0; i < n; i++) pthread_join(t[i], NULL);
+  atomic_store(&naps_stop, 1);
+  pthread_join(cl, NULL);
+  printf("dozes: %u threads, %u rounds each\n", n, 40 * g_scale);
 }
 
 /* ================= (b) all-to-all ================= */
@@ -753,7 +813,8 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "wide")) { part_wide(); ran = 1; }
   if (all || !strcmp(part, "collect")) { atomic_store(&pc_consumed, 0); part_collect(); ran = 1; }
   if (all || !strcmp(part, "naps")) { part_naps(); ran = 1; }
-  CHECK(ran, "unknown part '%s' (pc, a2a, churn, fork, collect, tsd, wide, exit, naps, all)", part);
+  if (all || !strcmp(part, "dozes")) { part_dozes(); ran = 1; }
+  CHECK(ran, "unknown part '%s' (pc, a2a, churn, fork, collect, tsd, wide, exit, naps, dozes, all)", part);
   printf("test_mt: passed (%.2f s)\n", tu_now_s() - t0);
   return 0;
 }

@@ -2,7 +2,7 @@
  * test_rss_return.c — freed memory goes back to the OS by itself.
  *
  *   test_rss_return [PART] [--gib=N] [--rounds=N]
- *   parts: small mixed remote idle lists sleepers donate exited phases   (default: all)
+ *   parts: small mixed remote idle lists sleepers pool donate exited phases   (default: all)
  *
  * small   allocate 1 GiB in 64-byte blocks (an intrusive list: no side table),
  *         free them all, sleep idle_ms() (3 x HAKMEM_PURGE_DELAY_MS), then poll VmRSS (up to
@@ -31,6 +31,16 @@
  *         class held its carved pages (up to 64 KiB a small class, 512
  *         KiB a medium one) until the thread's next call or exit: 11 MiB
  *         for the 16 threads here, before heap_park.
+ * pool    8 threads each allocate 16 MiB of blocks of 8..96 KiB (the size
+ *         classes whose blocks span pages), write them, free nine in ten
+ *         and block on a barrier, alive, holding the tenth: a worker pool
+ *         after a burst. With no allocator call by anyone, RSS must come
+ *         down to the level before the burst plus the blocks still held
+ *         plus a quarter of the freed bytes (each freed block keeps the
+ *         page with its link) plus 8 MiB; before the collector gave back
+ *         the pages inside an idle heap's free blocks they stayed resident
+ *         until the threads woke. Then the threads check every byte of
+ *         what they kept, allocate and check as much again, and free it.
  * donate  the idle main thread's 64 MiB freed by another thread: once
  *         the collector took them back, at least 8 of its superslabs are
  *         on the abandoned list (no thread exited), and a new thread that
@@ -348,6 +358,90 @@ static void part_sleepers(void)
   pthread_barrier_destroy(&sleep_bar);
 }
 
+#define POOL_THREADS 8
+#define POOL_BYTES (16 * MiB)
+static pthread_barrier_t pool_bar;
+static size_t pool_kept[POOL_THREADS], pool_freed[POOL_THREADS];
+
+static unsigned char pool_byte(uintptr_t id, size_t i) { return (unsigned char)(id * 131 + i * 7 + 1); }
+
+static void pool_fill(unsigned char *p, size_t n, uintptr_t id)
+{
+  for (size_t i = 0; i < n; i += 512) p[i] = pool_byte(id, i);
+  p[n - 1] = pool_byte(id, n - 1);
+}
+
+static void pool_check(const unsigned char *p, size_t n, uintptr_t id, const char *what)
+{
+  for (size_t i = 0; i < n; i += 512) CHECK(p[i] == pool_byte(id, i), "pool: %s block %p lost byte %zu", what, (void *)p, i);
+  CHECK(p[n - 1] == pool_byte(id, n - 1), "pool: %s block %p lost its last byte", what, (void *)p);
+}
+
+static void *pool_thread(void *arg)
+{
+  unsigned t = (unsigned)(uintptr_t)arg;
+  rng_t r;
+  rng_seed(&r, 0x9001 + t);
+  size_t cap = POOL_BYTES / 8192 + 1, n = 0, got = 0;
+  unsigned char **blk = malloc(cap * sizeof *blk);
+  size_t *sz = malloc(cap * sizeof *sz);
+  CHECK(blk != NULL && sz != NULL, "pool: malloc");
+  while (got < POOL_BYTES && n < cap) {
+    sz[n] = rng_logsize(&r, 8192, 96 * 1024);
+    blk[n] = malloc(sz[n]);
+    CHECK(blk[n] != NULL, "pool: malloc(%zu)", sz[n]);
+    pool_fill(blk[n], sz[n], (uintptr_t)blk[n]);
+    got += sz[n++];
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (i % 10 == 9) {
+      pool_kept[t] += sz[i];
+      continue;
+    }
+    pool_freed[t] += sz[i];
+    free(blk[i]);
+    blk[i] = NULL;
+  }
+  pthread_barrier_wait(&pool_bar); /* freed */
+  pthread_barrier_wait(&pool_bar); /* asleep in the kernel until main has measured */
+  for (size_t i = 0; i < n; i++)
+    if (blk[i] != NULL) pool_check(blk[i], sz[i], (uintptr_t)blk[i], "kept");
+  /* The classes' slabs again, their free blocks given back meanwhile. */
+  for (size_t i = 0; i < n; i++)
+    if (blk[i] == NULL) {
+      blk[i] = malloc(sz[i]);
+      CHECK(blk[i] != NULL, "pool: malloc(%zu)", sz[i]);
+      pool_fill(blk[i], sz[i], (uintptr_t)blk[i]);
+    }
+  for (size_t i = 0; i < n; i++) {
+    pool_check(blk[i], sz[i], (uintptr_t)blk[i], "new");
+    free(blk[i]);
+  }
+  free(blk);
+  free(sz);
+  return NULL;
+}
+
+static void part_pool(void)
+{
+  pthread_t t[POOL_THREADS];
+  CHECK(pthread_barrier_init(&pool_bar, NULL, POOL_THREADS + 1) == 0, "pthread_barrier_init");
+  size_t before = tu_rss_bytes();
+  for (unsigned i = 0; i < POOL_THREADS; i++)
+    CHECK(pthread_create(&t[i], NULL, pool_thread, (void *)(uintptr_t)i) == 0, "pthread_create");
+  pthread_barrier_wait(&pool_bar);
+  size_t peak = tu_rss_bytes(), kept = 0, freed = 0;
+  for (unsigned i = 0; i < POOL_THREADS; i++) kept += pool_kept[i], freed += pool_freed[i];
+  /* the threads' stacks and the level the burst started from count as before */
+  size_t slack = kept + freed / 4 + 8 * MiB;
+  size_t after = settle(before, slack);
+  printf("pool: %d threads, %.1f MiB freed, %.1f MiB kept, then asleep\n", POOL_THREADS, mib(freed), mib(kept));
+  verdict("pool", before, peak, after, slack);
+  pthread_barrier_wait(&pool_bar);
+  for (unsigned i = 0; i < POOL_THREADS; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&pool_bar);
+}
+
 static size_t exited_mib;
 static pthread_barrier_t exited_bar;
 static void *exited_thread(void *arg)
@@ -505,7 +599,7 @@ int main(int argc, char **argv)
   printf("test_rss_return: %zu MiB per phase, purge delay %u ms\n", g_bytes / MiB, delay_ms());
   fflush(stdout);
   static const struct { const char *name; void (*fn)(void); } parts[] = {
-      {"small", part_small}, {"mixed", part_mixed}, {"remote", part_remote}, {"idle", part_idle}, {"lists", part_lists}, {"sleepers", part_sleepers},
+      {"small", part_small}, {"mixed", part_mixed}, {"remote", part_remote}, {"idle", part_idle}, {"lists", part_lists}, {"sleepers", part_sleepers}, {"pool", part_pool},
       {"donate", part_donate}, {"exited", part_exited},
       {"phases", part_phases}};
   int ran = 0;
