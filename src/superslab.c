@@ -431,6 +431,48 @@ static void ss_carve_populate(slab_t *s, const uint8_t *first, unsigned n, size_
   s->pop_pages = (uint16_t)(SS_POP_HOT | (end - base) / pg);
 }
 
+#if HAK_SECURE
+/* The secure carve links a batch so that the next allocation's address
+ * cannot be told from the last one's, yet the batch is still handed out
+ * from its low end to its high end at the grain of a few blocks: the order
+ * is shuffled inside each window of SS_CARVE_WINDOW blocks and the windows
+ * follow each other. A shuffle of the whole batch made programs that walk
+ * their objects in allocation order miss the cache on every object, which
+ * no prefetcher follows: cppcheck ran 1.6-1.8x slower than with the
+ * default carve (user time, f80, 5-7 interleaved runs), and the shuffle
+ * was a third of jq's gap. With windows of 8 it runs about 1.2-1.3x the
+ * default (splitting the batch into 2, 4 or 8 slices walked in turn, as
+ * mimalloc's secure mode does, measured 1.2-1.5x). A block's memory
+ * neighbour is still its allocation successor only about one time in
+ * eight. */
+#define SS_CARVE_WINDOW 8u
+static block_t *ss_link_shuffled(uint8_t *first, unsigned n, size_t bs) {
+  static HAK_TLS uint64_t rng;
+  if (rng == 0) rng = (ss_secret ^ (uintptr_t)&rng) | 1; /* per thread: the TLS address */
+  block_t *head = NULL, *tail = NULL;
+  for (unsigned w = 0; w < n; w += SS_CARVE_WINDOW) {
+    unsigned m = n - w < SS_CARVE_WINDOW ? n - w : SS_CARVE_WINDOW;
+    uint8_t order[SS_CARVE_WINDOW];
+    for (unsigned i = 0; i < m; i++) order[i] = (uint8_t)i;
+    for (unsigned i = m - 1; i > 0; i--) { /* Fisher-Yates */
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      unsigned j = (unsigned)(rng % (i + 1));
+      uint8_t t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+    for (unsigned i = 0; i < m; i++) {
+      block_t *b = (block_t *)(first + (size_t)(w + order[i]) * bs);
+      if (tail != NULL) blk_set_next(tail, b);
+      else head = b;
+      tail = b;
+    }
+  }
+  blk_set_next(tail, NULL);
+  return head;
+}
+#endif
+
 void ss_slab_carve(slab_t *s) {
   unsigned n = sc_batch[s->cls];
   unsigned left = (unsigned)s->capacity - s->carved;
@@ -440,26 +482,7 @@ void ss_slab_carve(slab_t *s) {
   uint8_t *first = s->area + (size_t)s->carved * bs;
   if (s->pop_pages & SS_POP_HOT) ss_carve_populate(s, first, n, bs);
 #if HAK_SECURE
-  /* Link the batch in a random order, so the addresses of consecutive
-   * allocations are not predictable. */
-  static HAK_TLS uint64_t rng;
-  if (rng == 0) rng = ss_secret | 1;
-  uint16_t order[256];
-  for (unsigned i = 0; i < n; i++) order[i] = (uint16_t)i;
-  for (unsigned i = n - 1; i > 0; i--) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    unsigned j = (unsigned)(rng % (i + 1));
-    uint16_t t = order[i];
-    order[i] = order[j];
-    order[j] = t;
-  }
-  block_t *head = NULL;
-  for (unsigned i = 0; i < n; i++) {
-    block_t *b = (block_t *)(first + (size_t)order[i] * bs);
-    blk_set_next(b, head);
-    head = b;
-  }
-  s->free = head;
+  s->free = ss_link_shuffled(first, n, bs);
 #else
   s->free = ss_link_run(first, n, bs);
 #endif

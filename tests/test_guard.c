@@ -1,5 +1,6 @@
 /*
- * test_guard.c — the secure build's guard pages fault, and cost no room.
+ * test_guard.c — the secure build's guard pages fault, and cost no room;
+ * its fresh blocks come in a shuffled order that keeps to their region.
  *
  * Linked with the secure core (hak_ API). Each probe touches a guard page in
  * a forked child, which must die of SIGSEGV:
@@ -9,10 +10,17 @@
  * Before probing, the parent checks that a big superslab still holds three
  * 1 MiB blocks (at 1, 2 and 3 MiB: aligned to 1 MiB, the last one ending at
  * the superslab's end) and that every byte of the last one can be written.
+ * Carve order: 512 fresh 48-byte blocks, taken one after the other, must be
+ * distinct, must not follow each other in address order (the default
+ * build's carve would make every successor the next block: in the secure
+ * one about one in eight is), and each must lie within a few windows of
+ * its predecessor, so that a walk in allocation order keeps to its pages
+ * (superslab.c, ss_link_shuffled).
  */
 #include "hakmem.h"
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +61,47 @@ static void expect_fault(const char *what, volatile char *addr)
     }
 }
 
+static void check_carve_order(void)
+{
+    enum { K = 512, BS = 48, NEAR = 4 * 8 };
+    static char *b[K];
+    for (int i = 0; i < K; i++) {
+        b[i] = hak_malloc(BS);
+        if (b[i] == NULL) {
+            printf("FAIL: hak_malloc(%d) returned NULL\n", BS);
+            exit(1);
+        }
+    }
+    size_t bs = hak_usable_size(b[0]);
+    int next = 0, near = 0, same = 0;
+    for (int i = 1; i < K; i++) {
+        ptrdiff_t d = b[i] - b[i - 1];
+        next += d == (ptrdiff_t)bs;
+        near += d > -(ptrdiff_t)(NEAR * bs) && d < (ptrdiff_t)(NEAR * bs);
+        for (int j = 0; j < i; j++)
+            same += b[j] == b[i];
+    }
+    printf("carve order: %d of %d successors are the next block, %d within %d blocks\n", next, K - 1, near, NEAR);
+    if (same != 0) {
+        printf("FAIL: %d blocks handed out twice\n", same);
+        failures++;
+    }
+    if (next > (K - 1) / 2) {
+        printf("FAIL: fresh blocks come in address order\n");
+        failures++;
+    }
+    if (near < (K - 1) * 9 / 10) {
+        printf("FAIL: fresh blocks are scattered beyond the carve window\n");
+        failures++;
+    }
+    for (int i = 0; i < K; i++)
+        hak_free(b[i]);
+}
+
 int main(void)
 {
+    check_carve_order();
+
     /* Enough 1 MiB blocks to fill a few big superslabs; keep them all live so
      * each one's three places are taken. */
     enum { N = 12 };
