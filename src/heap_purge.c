@@ -628,12 +628,10 @@ static bool heap_idle_cool(heap_t *h) {
   if (!heap_has_big(h)) return true;
   if (kid == 0 || kid == os_thread_kid() || !os_thread_cpu_ns(kid, &c0) || !os_thread_blocked(kid) || !heap_claim(h))
     return false;
-  uint64_t moved[(HAK_NCLASS + 63) / 64] = {0};
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     slab_t *cur = h->cur[c];
     if (sc_size[c] < HEAP_IDLE_COOL_MIN || __atomic_load_n(&cur->free, __ATOMIC_RELAXED) == NULL) continue;
     __atomic_store_n(&h->front[c], (slab_t *)&heap_aside_slab, __ATOMIC_RELAXED);
-    moved[c >> 6] |= (uint64_t)1 << (c & 63);
   }
   atomic_thread_fence(memory_order_seq_cst);
   bool asleep = os_thread_blocked(kid) && os_thread_cpu_ns(kid, &c1) && c1 == c0;
@@ -644,8 +642,10 @@ static bool heap_idle_cool(heap_t *h) {
     if (sc_size[c] < HEAP_IDLE_COOL_MIN) continue;
     /* Not a current slab's head: a thread stopped inside a pop (a signal
      * handler of its own that blocks, a collector's stop-the-world) had
-     * already taken its front, and takes that block when it goes on. */
-    if (asleep && ((moved[c >> 6] >> (c & 63)) & 1)) total += heap_idle_cool_slab(h->cur[c], true, &ob);
+     * already taken its front, and takes that block when it goes on. Only
+     * a class whose front is aside (set above, or by an earlier look the
+     * owner has not refilled since): no pop reaches its current slab. */
+    if (asleep && __atomic_load_n(&h->front[c], __ATOMIC_RELAXED) == &heap_aside_slab) total += heap_idle_cool_slab(h->cur[c], true, &ob);
     for (unsigned l = 0; l < 2; l++)
       for (slab_t *s = h->list_head[l][c]; s != NULL; s = s->next) total += heap_idle_cool_slab(s, false, &ob);
   }
