@@ -190,4 +190,13 @@ HAK_INLINE uint32_t hak_popcount64(uint64_t x) {
 #endif
 }
 
+/* The next value of Marsaglia's xorshift64 (shifts 13, 7, 17) from *s,
+ * which must not be 0: the cheap generator of the sampling profiler's gaps
+ * and of the secure carve's order. */
+HAK_INLINE uint64_t hak_xorshift64(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return *s = x;
+}
+
 #endif

@@ -326,15 +326,9 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
 }
 
 HAK_TEXT_COLD bool os_thread_blocked(uint32_t kid) {
-  /* The path by hand: snprintf may allocate in other libcs. */
-  char path[40] = "/proc/self/task/", digits[12], buf[512];
-  unsigned n = 0, at = 16;
-  do {
-    digits[n++] = (char)('0' + kid % 10);
-    kid /= 10;
-  } while (kid != 0);
-  while (n > 0) path[at++] = digits[--n];
-  memcpy(path + at, "/stat", 6);
+  /* Not snprintf: it may allocate in other libcs. */
+  char path[48] = "/proc/self/task/", buf[512];
+  memcpy(os_fmt_dec(path + 16, kid), "/stat", 6);
   int saved = errno;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);

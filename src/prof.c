@@ -258,7 +258,7 @@ static bool prof_rehash(size_t ncap) {
  * threads and runs differ). */
 static uint64_t prof_next_gap(void) {
   if (prof_rng == 0) prof_rng = (uint64_t)(uintptr_t)&prof_rng ^ (os_now_ms() * 0x9E3779B97F4A7C15ull) ^ 1;
-  prof_rng ^= prof_rng << 13, prof_rng ^= prof_rng >> 7, prof_rng ^= prof_rng << 17;
+  hak_xorshift64(&prof_rng);
   uint64_t mean = opt.prof_sample;
   if (mean <= 1) return 1;
   double u = (double)((prof_rng >> 11) + 1) * (1.0 / 9007199254740992.0);

@@ -438,13 +438,14 @@ static void ss_carve_populate(slab_t *s, const uint8_t *first, unsigned n, size_
  * is shuffled inside each window of SS_CARVE_WINDOW blocks and the windows
  * follow each other. A shuffle of the whole batch made programs that walk
  * their objects in allocation order miss the cache on every object, which
- * no prefetcher follows: cppcheck ran 1.6-1.8x slower than with the
- * default carve (user time, f80, 5-7 interleaved runs), and the shuffle
- * was a third of jq's gap. With windows of 8 it runs about 1.2-1.3x the
- * default (splitting the batch into 2, 4 or 8 slices walked in turn, as
- * mimalloc's secure mode does, measured 1.2-1.5x). A block's memory
- * neighbour is still its allocation successor only about one time in
- * eight. */
+ * no prefetcher follows: cppcheck took 1.8x the default carve's user
+ * time (medians of 7 interleaved runs), and the shuffle was a third of
+ * jq's gap. With windows of 8 it took 1.36x in those runs, and ran at the
+ * default's speed in make bench-secure; 2 slices walked in turn (mimalloc's
+ * secure mode cuts the batch into slices) took as long but let a block's
+ * memory neighbour follow it one time in two, 4 and 8 slices were little
+ * better than the full shuffle. With windows of 8 the neighbour follows
+ * it about one time in eight. */
 #define SS_CARVE_WINDOW 8u
 static block_t *ss_link_shuffled(uint8_t *first, unsigned n, size_t bs) {
   static HAK_TLS uint64_t rng;
@@ -455,8 +456,7 @@ static block_t *ss_link_shuffled(uint8_t *first, unsigned n, size_t bs) {
     uint8_t order[SS_CARVE_WINDOW];
     for (unsigned i = 0; i < m; i++) order[i] = (uint8_t)i;
     for (unsigned i = m - 1; i > 0; i--) { /* Fisher-Yates */
-      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-      unsigned j = (unsigned)(rng % (i + 1));
+      unsigned j = (unsigned)(hak_xorshift64(&rng) % (i + 1));
       uint8_t t = order[i];
       order[i] = order[j];
       order[j] = t;
