@@ -62,6 +62,7 @@ static void heap_front_open(void) {
 
 static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_pool;     /* heaps of exited threads */
+static unsigned heap_live_n;  /* heaps out of the pool (remote_threads_set) */
 static pthread_mutex_t heap_prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *heap_prof;     /* the shared profiling heap (heap_prof_sample) */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
@@ -143,6 +144,7 @@ static heap_t *heap_new(void) {
       __atomic_store_n(&heap_all, h, __ATOMIC_RELEASE);
     }
   }
+  if (h != NULL) remote_threads_set(++heap_live_n, os_cpu_count());
   pthread_mutex_unlock(&heap_pool_lock);
   if (h == NULL) return NULL;
   pthread_mutex_lock(&h->lock);
@@ -634,6 +636,9 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
   /* The forking thread has a new kernel id here (the idle-heap collector
    * reads its CPU time by it). */
   if (keep != NULL && keep != keep2) __atomic_store_n(&keep->kid, os_thread_kid(), __ATOMIC_RELAXED);
+  /* One thread here: the other heaps are dead, never pooled again. */
+  heap_live_n = (keep != NULL) + (keep2 != NULL && keep2 != keep);
+  remote_threads_set(heap_live_n, os_cpu_count());
   for (heap_t *h = heap_all; h != NULL; h = h->all_next) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
@@ -998,6 +1003,7 @@ static void heap_retire(heap_t *h) {
   pthread_mutex_lock(&heap_pool_lock);
   h->pool_next = heap_pool;
   heap_pool = h;
+  remote_threads_set(--heap_live_n, os_cpu_count());
   pthread_mutex_unlock(&heap_pool_lock);
 }
 

@@ -888,7 +888,8 @@ size_t heap_remote_pending_bytes(void) {
       const remote_pending_t *w = &h->rcache.way[__builtin_ctz(busy)];
       const slab_t *s = __atomic_load_n(&w->slab, __ATOMIC_RELAXED);
       int32_t room = __atomic_load_n(&w->room, __ATOMIC_RELAXED);
-      if (s != NULL) total += remote_way_bytes(room, s->bsize);
+      int32_t start = __atomic_load_n(&w->start, __ATOMIC_RELAXED);
+      if (s != NULL && start >= room) total += remote_way_bytes(start, room);
     }
   }
   return total;

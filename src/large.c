@@ -179,22 +179,13 @@ typedef struct large_group {
    * against 25-27 M padded; the default library happened to be clear. */
 } __attribute__((aligned(128))) large_group_t;
 static large_group_t large_groups[LARGE_GROUPS] = {[0 ... LARGE_GROUPS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static unsigned large_ngroups;         /* CPUs, 1..LARGE_GROUPS; 0 until the first pick */
 static _Atomic unsigned large_group_turn;
 static HAK_TLS large_group_t *large_my_group;
 
 static large_group_t *large_group_mine(void) {
   if (HAK_LIKELY(large_my_group != NULL)) return large_my_group;
-  unsigned n = __atomic_load_n(&large_ngroups, __ATOMIC_RELAXED);
-  if (n == 0) {
-    cpu_set_t set;
-    n = 1;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-      unsigned c = (unsigned)CPU_COUNT(&set);
-      n = c < 1 ? 1 : c > LARGE_GROUPS ? LARGE_GROUPS : c;
-    }
-    __atomic_store_n(&large_ngroups, n, __ATOMIC_RELAXED);
-  }
+  unsigned n = os_cpu_count();
+  if (n > LARGE_GROUPS) n = LARGE_GROUPS;
   large_my_group = &large_groups[atomic_fetch_add_explicit(&large_group_turn, 1, memory_order_relaxed) % n];
   return large_my_group;
 }

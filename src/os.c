@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sched.h>
 #include <linux/membarrier.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -119,6 +120,18 @@ void os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
   if (ps > 0 && ps <= HAK_PAGE_MAX) os_page_size = (size_t)ps;
   os_vdso_gettime = os_vdso_lookup();
+}
+
+unsigned os_cpu_count(void) {
+  static unsigned cpus; /* 0 until first asked */
+  unsigned n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
+  if (n == 0) {
+    cpu_set_t set;
+    n = 1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = (unsigned)CPU_COUNT(&set);
+    __atomic_store_n(&cpus, n, __ATOMIC_RELAXED);
+  }
+  return n;
 }
 
 bool os_clock_direct(void) { return os_vdso_gettime != NULL; }

@@ -30,6 +30,8 @@ extern os_stats_t os_stats;
 extern size_t os_page_size;
 
 void os_init(void);
+/* The CPUs this process may run on (its affinity at the first call), >= 1. */
+unsigned os_cpu_count(void);
 /* Transparent huge pages for aligned regions (values as HAKMEM_THP's). */
 enum { OS_THP_DEFAULT = 0, OS_THP_ALWAYS = 1, OS_THP_NEVER = 2 };
 void os_set_thp(int mode);

@@ -7,7 +7,8 @@
  * pending remote frees.
  * Promises: a block freed by a thread that does not own its slab is never
  * lost: it waits in the freeing thread's cache (at most REMOTE_BATCH blocks
- * or REMOTE_BATCH_BYTES per slab, REMOTE_WAYS slabs), then a whole batch is
+ * or REMOTE_BATCH_BYTES per slab, REMOTE_WAYS slabs; a quarter or half of
+ * that while many more threads than CPUs live, remote_threads_set), then a whole batch is
  * published with one CAS onto the slab's thread_free (the owner collects it
  * with one exchange, already counted) or, when the slab was full, onto the
  * owner heap's delayed list so that the owner notices it. The cache is
@@ -36,9 +37,12 @@ typedef struct remote_pending {
   slab_t *slab;          /* NULL: way unused */
   block_t *head, *tail;  /* chain of blocks of slab, linked and marked */
   int32_t room;          /* bytes left before the batch is published: starts at
-                            remote_room0 and only goes down, so the batch's
-                            length is what it lost (no count to keep up) */
+                            start and only goes down, so the batch's length
+                            is what it lost (no count to keep up) */
+  int32_t start;         /* room when the batch started (remote_room_start):
+                            the shift may change under a batch */
 } remote_pending_t;
+_Static_assert(sizeof(remote_pending_t) == 32, "start fills the way's padding");
 
 typedef struct remote_cache {
   /* First: every refill reads busy. heap_t ends with this cache, whose
@@ -58,19 +62,33 @@ enum { REMOTE_OK = 0, REMOTE_ABANDONED = 1 };
 /* remote_free's other cases: no cache, a way taken by another slab, a
  * batch to publish, the periodic flush. */
 int remote_free_slow(remote_cache_t *rc, slab_t *s, block_t *b) HAK_SLOW;
-/* A way's room when its batch starts: REMOTE_BATCH blocks of bsize, at
+/* The most a way's room starts with: REMOTE_BATCH blocks of bsize, at
  * most REMOTE_BATCH_BYTES. */
 HAK_INLINE int32_t remote_room0(uint32_t bsize) {
   uint64_t room = (uint64_t)REMOTE_BATCH * bsize;
   return (int32_t)(room < REMOTE_BATCH_BYTES ? room : REMOTE_BATCH_BYTES);
 }
-/* The bytes of a way's batch: what its room (read by the caller, the
- * owner's plain read or another thread's relaxed load) lost since the
- * batch started, for blocks of bsize. */
-HAK_INLINE uint32_t remote_way_bytes(int32_t room, uint32_t bsize) { return (uint32_t)(remote_room0(bsize) - room); }
+/* Batches shrink by this shift (0..REMOTE_SHIFT_MAX) while the process
+ * has many more threads than CPUs (remote_threads_set). */
+#define REMOTE_SHIFT_MAX 2u
+extern unsigned remote_batch_shift;
+/* heap.c, when a thread takes or gives back a heap: live heaps now and the
+ * CPUs the process may run on. Every
+ * thread's pending batches hold blocks their owners may be waiting for, so
+ * what all of them hold together grows with the thread count; above two
+ * threads per CPU each batch is halved per doubling, down to a quarter. */
+void remote_threads_set(unsigned live, unsigned cpus);
+/* A way's room when its batch starts now. */
+HAK_INLINE int32_t remote_room_start(uint32_t bsize) {
+  return remote_room0(bsize) >> __atomic_load_n(&remote_batch_shift, __ATOMIC_RELAXED);
+}
+/* The bytes of a way's batch: what its room lost since the batch started
+ * (start and room read by the caller: the owner's plain reads or another
+ * thread's relaxed loads). */
+HAK_INLINE uint32_t remote_way_bytes(int32_t start, int32_t room) { return (uint32_t)(start - room); }
 /* The blocks of a way's batch (slab s). */
 HAK_INLINE uint32_t remote_way_blocks(const remote_pending_t *w, const slab_t *s) {
-  return remote_way_bytes(w->room, s->bsize) / s->bsize;
+  return remote_way_bytes(w->start, w->room) / s->bsize;
 }
 /* The way of rc that holds slab s's batch: descriptors are 128 bytes
  * apart, so the slabs of one superslab take different ways. */

@@ -4,8 +4,8 @@
  * which leaves the process's malloc to glibc) and compiled with src/ on the
  * include path, beside the black-box tests that only see the public API.
  *
- *   test_unit [PART]   parts: sizeclass blockstart remote rflush decay clock adopt
- *                      batch populate popcount
+ *   test_unit [PART]   parts: sizeclass blockstart remote rflush rshrink decay
+ *                      clock adopt batch populate popcount
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -31,6 +31,13 @@
  *             bytes pending: the batches' lengths, which the ways keep as
  *             the room they lost); the 1024th publishes every way
  *             (REMOTE_FLUSH_EVERY), and nothing is pending after it.
+ * rshrink     the same cache with many more threads than CPUs: 8 x CPUs + 1
+ *             threads holding heaps set the batch shift to REMOTE_SHIFT_MAX,
+ *             and another thread's remote frees into one slab are
+ *             published at the shrunk batch's last block (pending bytes
+ *             grow block by block, then drop to 0); the shift is 0 again
+ *             after those threads exit, and the slab's thread_free counts
+ *             the published blocks.
  * decay       the purge schedule's slots (decay_register): a forced
  *             collection reaches the page owners' purges — it purges bytes
  *             (decay_stats' forced_bytes grows) and leaves the heaps with
@@ -285,6 +292,86 @@ static void part_rflush(void)
   for (unsigned i = 0; i < n; i++) hak_free(rf_blocks[i]);
   printf("rflush: %d blocks of %zu B from %d slabs, published at the %dth free\n", REMOTE_FLUSH_EVERY, rf_bsize,
          RF_SLABS, REMOTE_FLUSH_EVERY);
+}
+
+/* rshrink: with many more threads than CPUs the freeing thread's batches
+ * shrink (remote_threads_set): 8 x CPUs + 1 threads that each took a heap
+ * and wait make the shift REMOTE_SHIFT_MAX, and a batch of 256-byte blocks
+ * is published at its 16th block (REMOTE_BATCH >> 2), no longer at its
+ * 64th; once those threads are gone the shift is 0 again. */
+#define RS_SZ 256
+static pthread_barrier_t rs_bar;
+static void *rs_blocks[RS_SZ];
+static unsigned rs_pending[REMOTE_BATCH];
+static void *rshrink_idle(void *arg)
+{
+  (void)arg;
+  hak_free(hak_malloc(16)); /* takes a heap */
+  pthread_barrier_wait(&rs_bar); /* all heaps taken */
+  pthread_barrier_wait(&rs_bar); /* the freer is done */
+  return NULL;
+}
+static void *rshrink_free(void *arg)
+{
+  unsigned n = *(unsigned *)arg;
+  hak_free(hak_malloc(16));
+  for (unsigned i = 0; i < n; i++) {
+    hak_free(rs_blocks[i]);
+    rs_pending[i] = (unsigned)heap_remote_pending_bytes();
+  }
+  return NULL;
+}
+static void part_rshrink(void)
+{
+  unsigned cpus = os_cpu_count(), idle = 8 * cpus + 1;
+  size_t bsize = sc_size[sc_of(RS_SZ)];
+  unsigned batch = (unsigned)(remote_room0((uint32_t)bsize) >> REMOTE_SHIFT_MAX) / (unsigned)bsize;
+  CHECK(batch >= 2 && batch < REMOTE_BATCH, "a shrunk batch of %zu B blocks holds %u", bsize, batch);
+  CHECK(__atomic_load_n(&remote_batch_shift, __ATOMIC_RELAXED) == 0, "shift %u with one thread",
+        remote_batch_shift);
+  /* batch + 1 blocks of one slab of the main thread's */
+  unsigned got = 0;
+  const slab_t *s0 = NULL;
+  void *spare[4 * REMOTE_BATCH];
+  unsigned nspare = 0;
+  while (got < batch + 1 && nspare < 4 * REMOTE_BATCH) {
+    void *p = hak_malloc(RS_SZ);
+    CHECK(p != NULL, "hak_malloc");
+    const slab_t *s = ss_slab_of(p, ownmap_get(p));
+    if (s0 == NULL) s0 = s;
+    if (s == s0) rs_blocks[got++] = p;
+    else spare[nspare++] = p;
+  }
+  CHECK(got == batch + 1, "only %u blocks of one slab", got);
+  pthread_t *t = malloc((idle + 1) * sizeof *t);
+  CHECK(t != NULL, "malloc");
+  CHECK(pthread_barrier_init(&rs_bar, NULL, idle + 1) == 0, "barrier");
+  for (unsigned i = 0; i < idle; i++) CHECK(pthread_create(&t[i], NULL, rshrink_idle, NULL) == 0, "pthread_create");
+  pthread_barrier_wait(&rs_bar);
+  unsigned shift = __atomic_load_n(&remote_batch_shift, __ATOMIC_RELAXED);
+  CHECK(shift == REMOTE_SHIFT_MAX, "shift %u with %u threads on %u CPUs, not %u", shift, idle + 1, cpus,
+        REMOTE_SHIFT_MAX);
+  unsigned n = batch + 1;
+  CHECK(pthread_create(&t[idle], NULL, rshrink_free, &n) == 0, "pthread_create");
+  pthread_join(t[idle], NULL);
+  for (unsigned i = 0; i + 1 < batch; i++)
+    CHECK(rs_pending[i] == (i + 1) * bsize, "after %u remote frees %u bytes pending, not %zu", i + 1, rs_pending[i],
+          (i + 1) * bsize);
+  CHECK(rs_pending[batch - 1] == 0, "the batch was not published at its %uth block (%u bytes pending)", batch,
+        rs_pending[batch - 1]);
+  CHECK(rs_pending[batch] == bsize, "a new batch after the publish: %u bytes pending", rs_pending[batch]);
+  pthread_barrier_wait(&rs_bar);
+  for (unsigned i = 0; i < idle; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&rs_bar);
+  free(t);
+  shift = __atomic_load_n(&remote_batch_shift, __ATOMIC_RELAXED);
+  CHECK(shift == 0, "shift %u after the threads exited", shift);
+  uint64_t tf = atomic_load_explicit(slab_tf(s0), memory_order_acquire);
+  CHECK((tf >> TF_COUNT_SHIFT) >= batch, "the slab's thread_free counts %llu blocks, not %u or more",
+        (unsigned long long)(tf >> TF_COUNT_SHIFT), batch);
+  for (unsigned i = 0; i < nspare; i++) hak_free(spare[i]);
+  printf("rshrink: %u threads on %u CPUs: shift %u, a batch of %zu B blocks published at its %uth block; shift 0 after\n",
+         idle + 1, cpus, REMOTE_SHIFT_MAX, bsize, batch);
 }
 
 /* A thread that frees blocks of a thread that exited takes their
@@ -562,6 +649,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "blockstart")) part_blockstart(), ran++;
   if (all || !strcmp(part, "remote")) part_remote(), ran++;
   if (all || !strcmp(part, "rflush")) part_rflush(), ran++;
+  if (all || !strcmp(part, "rshrink")) part_rshrink(), ran++;
   if (all || !strcmp(part, "decay")) part_decay(), ran++;
   if (all || !strcmp(part, "clock")) part_clock(), ran++;
   if (all || !strcmp(part, "adopt")) part_adopt(), ran++;
