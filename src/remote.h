@@ -7,11 +7,12 @@
  * pending remote frees.
  * Promises: a block freed by a thread that does not own its slab is never
  * lost: it waits in the freeing thread's cache (at most REMOTE_BATCH blocks
- * or REMOTE_BATCH_BYTES per slab, REMOTE_WAYS slabs; a quarter or half of
- * that while many more threads than CPUs live, remote_threads_set), then a whole batch is
- * published with one CAS onto the slab's thread_free (the owner collects it
- * with one exchange, already counted) or, when the slab was full, onto the
- * owner heap's delayed list so that the owner notices it. The cache is
+ * or REMOTE_BATCH_BYTES per slab, REMOTE_WAYS slabs; a half or a quarter
+ * of that while many more threads than CPUs live: remote_threads_set),
+ * then a whole batch is published with one CAS onto the slab's
+ * thread_free (the owner collects it with one exchange, already counted)
+ * or, when the slab was full, onto the owner heap's delayed list so that
+ * the owner notices it. The cache is
  * flushed whenever the thread reaches an allocation slow path, every
  * REMOTE_FLUSH_EVERY remote frees, on hak_collect and at thread exit.
  * Collecting a slab's thread_free and dropping its full mark belong to
@@ -73,10 +74,10 @@ HAK_INLINE int32_t remote_room0(uint32_t bsize) {
 #define REMOTE_SHIFT_MAX 2u
 extern unsigned remote_batch_shift;
 /* heap.c, when a thread takes or gives back a heap: live heaps now and the
- * CPUs the process may run on. Every
- * thread's pending batches hold blocks their owners may be waiting for, so
- * what all of them hold together grows with the thread count; above two
- * threads per CPU each batch is halved per doubling, down to a quarter. */
+ * CPUs the process may run on. Every thread's pending batches hold blocks
+ * their owners may be waiting for, so what all of them hold together grows
+ * with the thread count; above two threads per CPU each batch is halved
+ * per doubling, down to a quarter. */
 void remote_threads_set(unsigned live, unsigned cpus);
 /* A way's room when its batch starts now. */
 HAK_INLINE int32_t remote_room_start(uint32_t bsize) {
