@@ -126,9 +126,15 @@ unsigned os_cpu_count(void) {
   static unsigned cpus; /* 0 until first asked */
   unsigned n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
   if (n == 0) {
-    cpu_set_t set;
-    n = 1;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = (unsigned)CPU_COUNT(&set);
+    /* The raw call and our own count: libc's sched_getaffinity and
+     * CPU_COUNT (__sched_cpucount) sit on text pages a program rarely
+     * touches, and the first call faults in up to 64 KiB of each
+     * (fault-around), resident in every process that starts a heap. */
+    uint64_t mask[16] = {0};
+    long got = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    unsigned c = 0;
+    for (long i = 0; got > 0 && i < got / 8 && i < 16; i++) c += hak_popcount64(mask[i]);
+    n = c > 0 ? c : 1;
     __atomic_store_n(&cpus, n, __ATOMIC_RELAXED);
   }
   return n;
@@ -338,7 +344,11 @@ bool os_thread_cpu_ns(uint32_t kid, uint64_t *ns) {
   return ok;
 }
 
-HAK_TEXT_COLD bool os_thread_blocked(uint32_t kid) {
+/* Hot code, not cold: the purge thread asks it of every heap idle for the
+ * purge delay with big free blocks (heap_idle_cool), in most programs with
+ * a thread that sleeps; as HAK_TEXT_COLD it mapped the 56 KiB of cold code
+ * around it there (footprint.py's xmalloc case, test_footprint). */
+bool os_thread_blocked(uint32_t kid) {
   /* Not snprintf: it may allocate in other libcs. */
   char path[48] = "/proc/self/task/", buf[512];
   memcpy(os_fmt_dec(path + 16, kid), "/stat", 6);

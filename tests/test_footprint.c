@@ -5,9 +5,11 @@
  *
  * A small program's worth of allocator calls first (100 mallocs of 16 B..
  * 1000 B written, calloc, realloc, aligned_alloc, C-level frees, a thread
- * that allocates and exits, a fork; then dladdr of malloc and hak_version(),
- * as the benchmarks do), then, from /proc/self/pagemap over the library's
- * PT_LOAD segments:
+ * that allocates and exits, a fork, a free block of 20000 B and 400 ms of
+ * sleep, long enough for the purge thread to give that block back as it
+ * does in every program with a sleeping thread; then dladdr of malloc and
+ * hak_version(), as the benchmarks do), then, from /proc/self/pagemap over
+ * the library's PT_LOAD segments:
  *   - no page of the cold code, the warm code (large blocks, valloc, ...) or
  *     the cold read-only data is mapped (a function every process runs that
  *     lies among them maps up to 64 KiB: a cold file's start-up hook not
@@ -22,7 +24,9 @@
  * Then, from the library file: the hot code segment fits in one 64 KiB
  * fault-around window, and the exported entry points lie where they should
  * (malloc, free, operator new/delete hot; hak_ctl, hak_stats_get,
- * malloc_info, hak_prof_dump cold).
+ * malloc_info, hak_prof_dump cold), and every function the library imports
+ * is one of allowed_imports (each libc function it runs maps 64 KiB of libc
+ * text around it in every process that runs it).
  *
  * Exit 77 (skipped) when the library was linked without the layout (no
  * .text.hak_cold section) or is a debug build (its checkers run in the cold
@@ -36,6 +40,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +145,15 @@ static void workload(void) {
   for (int i = 0; i < 100; i++) free(p[i]);
   free(c);
   free(a);
+  /* A program that sleeps holding a free block of 8 KiB or more: once it
+   * has been idle for the purge delay, the purge thread gives the block's
+   * pages back (heap_idle_cool), so that code runs in most programs with
+   * threads and must not lie in the cold code. */
+  char *big = malloc(20000);
+  CHECK(big != NULL, "malloc(20000)");
+  memset(big, 1, 20000);
+  free(big);
+  usleep(400 * 1000);
 }
 
 /* ---- the library file ----------------------------------------------------- */
@@ -184,6 +198,48 @@ static uint64_t dynsym(const char *name) {
     if (sym[i].st_value != 0 && strcmp((const char *)file + dstr->sh_offset + sym[i].st_name, name) == 0)
       return sym[i].st_value;
   return 0;
+}
+
+/* What libhakmem may call outside itself. Each libc function a process
+ * runs maps the 64 KiB of libc text around it (fault-around), so a call on
+ * start-up or on every thread's path costs every process that window
+ * (docs/footprint.md: sched_getaffinity and CPU_COUNT once cost 60-80 KiB
+ * of VmHWM a process). A new import belongs on a rare path, or is the raw
+ * system call (syscall() lies in mmap's window); add it here once checked
+ * with perf record -e page-faults -d. Names a compiler may add are listed
+ * too (the list may hold more than a build imports). */
+static const char *const allowed_imports[] = {
+    "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__gmon_start__", "__cxa_atexit",
+    "__cxa_finalize", "__environ", "environ", "__errno_location", "__pthread_key_create", "__register_atfork",
+    "_dl_find_object", "abort", "close", "dl_iterate_phdr", "dladdr", "dlsym", "fcntl", "fprintf", "fputs",
+    "fstat", "fwrite", "getauxval", "getpid", "getrandom", "madvise", "memcpy", "memmove", "memset", "mincore",
+    "mmap", "mprotect", "mremap", "munmap", "nanosleep", "open", "pipe2", "pread", "process_vm_readv",
+    "pthread_attr_destroy", "pthread_attr_init", "pthread_attr_setdetachstate", "pthread_attr_setstacksize",
+    "pthread_cond_broadcast", "pthread_cond_init", "pthread_cond_signal", "pthread_cond_timedwait",
+    "pthread_cond_wait", "pthread_condattr_destroy", "pthread_condattr_init", "pthread_condattr_setclock",
+    "pthread_create", "pthread_key_create", "pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_trylock",
+    "pthread_mutex_unlock", "pthread_once", "pthread_self", "pthread_setname_np", "pthread_setspecific",
+    "pthread_sigmask", "read", "sched_yield", "sigaction", "sigfillset", "snprintf", "stderr", "strchr", "strcmp",
+    "strlen", "strncmp", "strrchr", "strstr", "strtoul", "syscall", "vsnprintf", "write"};
+
+static void check_imports(void) {
+  const Elf64_Shdr *ds = section(".dynsym"), *dstr = section(".dynstr");
+  CHECK(ds != NULL && dstr != NULL, "no .dynsym");
+  const Elf64_Sym *sym = (const Elf64_Sym *)(file + ds->sh_offset);
+  unsigned n = 0;
+  for (size_t i = 1; i < ds->sh_size / sizeof *sym; i++) {
+    if (sym[i].st_shndx != SHN_UNDEF) continue;
+    const char *name = (const char *)file + dstr->sh_offset + sym[i].st_name;
+    bool known = false;
+    for (size_t k = 0; k < sizeof allowed_imports / sizeof allowed_imports[0] && !known; k++)
+      known = strcmp(name, allowed_imports[k]) == 0;
+    CHECK(known,
+          "libhakmem imports %s, which is not in allowed_imports: a libc function every process runs maps "
+          "64 KiB of libc (docs/footprint.md); keep it off start-up and common paths, then list it",
+          name);
+    n++;
+  }
+  printf("  imports: %u, each in allowed_imports\n", n);
 }
 
 /* The index among segs of the segment holding file address v. */
@@ -283,6 +339,7 @@ int main(void) {
     CHECK(v != 0, "%s is not exported", cold_names[i]);
     CHECK(seg_of(v) == cold, "%s is not in the cold code (segment %d)", cold_names[i], seg_of(v));
   }
+  check_imports();
   free(file);
   printf("ok\n");
   return 0;
