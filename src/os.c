@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
-#include <sched.h>
 #include <linux/membarrier.h>
 #include <string.h>
 #include <sys/auxv.h>
