@@ -301,7 +301,7 @@ static void part_rflush(void)
  * 64th; once those threads are gone the shift is 0 again. */
 #define RS_SZ 256
 static pthread_barrier_t rs_bar;
-static void *rs_blocks[RS_SZ];
+static void *rs_blocks[REMOTE_BATCH + 1]; /* a shrunk batch and one more */
 static unsigned rs_pending[REMOTE_BATCH];
 static void *rshrink_idle(void *arg)
 {
