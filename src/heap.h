@@ -99,8 +99,10 @@ typedef struct heap {
    * (heap_park): off the direct table and under lock, so that a purge pass
    * may give it back once it has been idle for the purge delay, as any
    * free slab, while the thread sleeps; the owner takes it back (under
-   * lock) before a new slab, after the class's partial ones. parked_n
-   * counts the non-NULL entries. */
+   * lock) before a new slab, after the class's partial ones; a class of
+   * the same kind that needs a new slab while the heap has no warm free
+   * one takes the longest-parked (heap_steal_parked). parked_n counts the
+   * non-NULL entries. */
   slab_t *parked[HAK_NCLASS];
   unsigned parked_n;
   /* owned superslabs by kind, those with free slabs first (ss_dlist) */
