@@ -101,10 +101,17 @@ typedef struct heap {
    * free slab, while the thread sleeps; the owner takes it back (under
    * lock) before a new slab, after the class's partial ones; a class of
    * the same kind that needs a new slab while the heap has no warm free
-   * one takes the longest-parked (heap_steal_parked). parked_n counts the
-   * non-NULL entries. */
+   * one takes the longest-parked (heap_steal_parked), else another class's
+   * current slab with no block in use (heap_steal_idle_current). parked_n
+   * counts the non-NULL entries. */
   slab_t *parked[HAK_NCLASS];
   unsigned parked_n;
+  /* Another class took this class's empty current slab (heap.c,
+   * heap_steal_idle_current) at this refill count (low bits, | 1; 0: not
+   * taken), and whether the class came back for a slab so soon after that
+   * its current slab is never taken again. Owner only. */
+  uint16_t cur_taken[HAK_NCLASS];
+  uint64_t cur_keep[(HAK_NCLASS + 63) / 64]; /* a bit per class */
   /* owned superslabs by kind, those with free slabs first (ss_dlist) */
   superslab_t *owned_head[SS_KINDS];
   superslab_t *owned_tail[SS_KINDS];
