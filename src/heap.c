@@ -396,13 +396,15 @@ static HAK_NOINLINE void heap_cur_back(heap_t *h, unsigned cls) {
 }
 
 /* Class cls needs a slab and h has no warm free or parked one of its
- * kind: the current slab of another class that has no block in use, the
- * one with the most carved bytes (a page at least), released to its
- * superslab and taken warm; NULL if none. A class's current slab that
- * empties with fewer blocks carved than heap_park wants stays current, its
- * pages that class's alone: a program that runs through its sizes kept one
- * such slab per size it had passed (bench size_runs: 0.5 MiB of free
- * blocks beside a 1.9 MiB largest run, on each thread). Its class pays a
+ * kind: the current slab of another class that has no block in use (or
+ * whose blocks in use all came back from other threads, not yet
+ * collected), the one with the most carved bytes (a page at least),
+ * released to its superslab and taken warm; NULL if none. A class's
+ * current slab that empties with fewer blocks carved than heap_park wants
+ * stays current, its pages that class's alone (and one whose blocks other
+ * threads free is not even parked): a program that runs through its sizes
+ * kept one such slab per size it had passed (bench size_runs: 0.5 MiB of
+ * free blocks beside a 1.9 MiB largest run, on each thread). Its class pays a
  * refill when it returns; the stealer's alternative was fresh pages. Only
  * the thread's own heap, not while young (other classes' buckets may
  * point at a current slab) or profiling (batches stand between the heap
@@ -417,13 +419,20 @@ static slab_t *heap_steal_idle_current(heap_t *h, unsigned cls, unsigned kind) {
   size_t best_bytes = os_page_size - 1;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     slab_t *s = h->cur[c];
-    if (c == cls || s == &heap_empty_slab || s->used != 0 || h->front[c] != s || ss_of(s)->kind != kind ||
+    if (c == cls || s == &heap_empty_slab || h->front[c] != s || ss_of(s)->kind != kind ||
         ((h->cur_keep[c / 64] >> (c % 64)) & 1))
+      continue;
+    /* Or every block in use came back from other threads, uncollected
+     * while its class allocates nothing (no more can come: the count is
+     * of blocks in use). */
+    if (s->used != 0 && (unsigned)(atomic_load_explicit(slab_tf(s), memory_order_relaxed) >> TF_COUNT_SHIFT) != s->used)
       continue;
     size_t b = (size_t)s->carved * s->bsize;
     if (b > best_bytes) best = s, best_bytes = b;
   }
   if (best == NULL) return NULL;
+  if (best->used != 0) ss_slab_collect(best);
+  if (best->used != 0) return NULL; /* a corrupted list: left where it is */
   h->cur_taken[best->cls] = (uint16_t)(h->tick | 1);
   heap_set_current(h, best->cls, &heap_empty_slab);
   heap_release_slab(h, best);
