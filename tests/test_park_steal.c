@@ -44,12 +44,6 @@ static int run_one(size_t sz, uint64_t key)
   return bad;
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(void)
 {
   /* The figures are printed at the end: stdio's first output would touch
@@ -69,25 +63,8 @@ int main(void)
 
   /* Every class at once, some blocks of each: the slabs that changed class
    * serve their new class only. */
-  enum { PER = 40 };
-  static void *all[NSIZES * PER];
-  unsigned m = 0;
-  for (unsigned i = 0; i < PER; i++)
-    for (unsigned k = 0; k < NSIZES; k++, m++) {
-      all[m] = malloc(sizes[k]);
-      CHECK(all[m] != NULL, "malloc(%zu) returned NULL", sizes[k]);
-      CHECK(hak_usable_size(all[m]) >= sizes[k], "usable size of a %zu B block is %zu", sizes[k],
-            hak_usable_size(all[m]));
-      pat_fill(all[m], sizes[k], 7000 + m);
-    }
-  int corrupt = 0;
-  for (unsigned j = 0; j < m; j++)
-    if (pat_check(all[j], sizes[j % NSIZES], 7000 + j) != (size_t)-1) corrupt++;
-  qsort(all, m, sizeof all[0], cmp_ptr);
-  int twice = 0;
-  for (unsigned j = 1; j < m; j++)
-    if (all[j] == all[j - 1]) twice++;
-  for (unsigned j = 0; j < m; j++) free(all[j]);
+  int corrupt, twice;
+  tu_sizes_at_once(sizes, NSIZES, 40, 7000, &corrupt, &twice);
   printf("runs' blocks bad %d; mixed blocks corrupt %d, handed out twice %d\n", bad, corrupt, twice);
 
   int fail = 0;

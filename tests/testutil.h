@@ -263,6 +263,41 @@ static inline void tu_alloc_filled(void **blk, unsigned n, size_t sz, uint64_t k
   }
 }
 
+static inline int tu_cmp_ptr(const void *a, const void *b)
+{
+  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* per blocks of every one of the nsizes sizes live at once (at most 1024
+ * in all), each filled whole with key0 + its index: counts the blocks that
+ * lost their pattern (*corrupt) and the addresses handed out twice
+ * (*twice), then frees them. After a test moved slabs between classes,
+ * each block must still be its class's alone. */
+static inline void tu_sizes_at_once(const size_t *sizes, unsigned nsizes, unsigned per, uint64_t key0, int *corrupt,
+                                    int *twice)
+{
+  static void *all[1024];
+  unsigned m = 0;
+  CHECK(nsizes * per <= 1024, "%u blocks asked for, at most 1024", nsizes * per);
+  for (unsigned i = 0; i < per; i++)
+    for (unsigned k = 0; k < nsizes; k++, m++) {
+      all[m] = malloc(sizes[k]);
+      CHECK(all[m] != NULL, "malloc(%zu) returned NULL", sizes[k]);
+      CHECK(hak_usable_size(all[m]) >= sizes[k], "usable size of a %zu B block is %zu", sizes[k],
+            hak_usable_size(all[m]));
+      pat_fill(all[m], sizes[k], key0 + m);
+    }
+  *corrupt = 0;
+  for (unsigned j = 0; j < m; j++)
+    if (pat_check(all[j], sizes[j % nsizes], key0 + j) != (size_t)-1) (*corrupt)++;
+  qsort(all, m, sizeof all[0], tu_cmp_ptr);
+  *twice = 0;
+  for (unsigned j = 1; j < m; j++)
+    if (all[j] == all[j - 1]) (*twice)++;
+  for (unsigned j = 0; j < m; j++) free(all[j]);
+}
+
 /* Blocks above PAT_SAMPLE_MIN are filled/checked only in "probe" regions:
  * the first and last 256 bytes and PAT_PROBES 64-byte windows spread evenly. */
 #define PAT_SAMPLE_MIN ((size_t)256 * 1024)
