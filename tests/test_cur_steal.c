@@ -33,38 +33,17 @@
 static const size_t sizes[NSIZES] = {64, 96, 128, 192, 256, 320, 384, 512, 640, 768, 1024, 1536};
 static void *blk[NMAX];
 
-static int run_one(size_t sz, unsigned n, uint64_t key)
-{
-  tu_alloc_filled(blk, n, sz, key);
-  int bad = 0;
-  for (unsigned i = 0; i < n; i++)
-    if (pat_check(blk[i], sz, key + i) != (size_t)-1) bad++;
-  for (unsigned i = 0; i < n; i++) free(blk[i]);
-  return bad;
-}
-
 int main(void)
 {
-  /* The figures are printed at the end: stdio's first output would touch
-   * pages of its own between two readings, and so would the first call of
-   * each libc function tu_rss_bytes uses: it runs once before the first
-   * reading. */
-  size_t rss[NSIZES];
-  (void)tu_rss_bytes();
   int bad = 0;
-  for (unsigned k = 0; k < NSIZES; k++) {
-    bad += run_one(sizes[k], (unsigned)(RUN_BYTES / sizes[k]), (uint64_t)(k + 1) << 32);
-    rss[k] = tu_rss_bytes();
-  }
-  for (unsigned k = 0; k < NSIZES; k++) printf("after run %u (%zu B): RSS %zu KiB\n", k + 1, sizes[k], rss[k] / KiB);
-  size_t growth = rss[NSIZES - 1] > rss[0] ? rss[NSIZES - 1] - rss[0] : 0;
+  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad);
   printf("growth over %u runs: %zu KiB (at most %zu)\n", NSIZES - 1, growth / KiB, GROWTH_MAX / KiB);
 
   /* The classes in turn, many times, runs of one to two slabs: slabs
    * change classes while blocks of the others come and go. */
   for (unsigned r = 0; r < 40; r++)
     for (unsigned k = 0; k < NSIZES; k++)
-      bad += run_one(sizes[k], (unsigned)((64 + 16 * (r % 5)) * KiB / sizes[k]), ((uint64_t)(r + 100) << 40) | k << 20);
+      bad += tu_run_filled(blk, (unsigned)((64 + 16 * (r % 5)) * KiB / sizes[k]), sizes[k], ((uint64_t)(r + 100) << 40) | k << 20);
 
   int corrupt, twice;
   tu_sizes_at_once(sizes, NSIZES, 40, 9000, &corrupt, &twice);

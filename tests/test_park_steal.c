@@ -33,32 +33,10 @@
 static const size_t sizes[NSIZES] = {64, 96, 128, 192, 256, 320, 384, 512, 640, 768, 1024, 1536};
 static void *blk[NMAX];
 
-static int run_one(size_t sz, uint64_t key)
-{
-  unsigned n = (unsigned)(RUN_BYTES / sz);
-  tu_alloc_filled(blk, n, sz, key);
-  int bad = 0;
-  for (unsigned i = 0; i < n; i++)
-    if (pat_check(blk[i], sz, key + i) != (size_t)-1) bad++;
-  for (unsigned i = 0; i < n; i++) free(blk[i]);
-  return bad;
-}
-
 int main(void)
 {
-  /* The figures are printed at the end: stdio's first output would touch
-   * pages of its own between two readings, and so would the first call of
-   * each libc function tu_rss_bytes uses (a fault-around window of libc's
-   * text each): it runs once before the first reading. */
-  size_t rss[NSIZES];
-  (void)tu_rss_bytes();
   int bad = 0;
-  for (unsigned k = 0; k < NSIZES; k++) {
-    bad += run_one(sizes[k], (uint64_t)(k + 1) << 32);
-    rss[k] = tu_rss_bytes();
-  }
-  for (unsigned k = 0; k < NSIZES; k++) printf("after run %u (%zu B): RSS %zu KiB\n", k + 1, sizes[k], rss[k] / KiB);
-  size_t growth = rss[NSIZES - 1] > rss[0] ? rss[NSIZES - 1] - rss[0] : 0;
+  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad);
   printf("growth over %u runs: %zu KiB (at most %zu)\n", NSIZES - 1, growth / KiB, GROWTH_MAX / KiB);
 
   /* Every class at once, some blocks of each: the slabs that changed class

@@ -263,6 +263,39 @@ static inline void tu_alloc_filled(void **blk, unsigned n, size_t sz, uint64_t k
   }
 }
 
+/* One run: n blocks of sz bytes in blk[], filled whole (keys key0 + i),
+ * checked and freed; returns how many lost their pattern. */
+static inline int tu_run_filled(void **blk, unsigned n, size_t sz, uint64_t key0)
+{
+  tu_alloc_filled(blk, n, sz, key0);
+  int bad = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (pat_check(blk[i], sz, key0 + i) != (size_t)-1) bad++;
+  for (unsigned i = 0; i < n; i++) free(blk[i]);
+  return bad;
+}
+
+/* Runs of run_bytes of each of the nsizes sizes in turn (tu_run_filled,
+ * blk[] big enough for the smallest size): adds to *bad the blocks that
+ * lost their pattern, prints RSS after each run and returns how much RSS
+ * after the last run exceeds RSS after the first. The figures are printed
+ * at the end: stdio's first output would touch pages of its own between
+ * two readings, and so would the first call of each libc function
+ * tu_rss_bytes uses (a fault-around window of libc's text each): it runs
+ * once before the first reading. */
+static inline size_t tu_runs_growth(const size_t *sizes, unsigned nsizes, size_t run_bytes, void **blk, int *bad)
+{
+  size_t rss[64];
+  CHECK(nsizes >= 1 && nsizes <= 64, "%u sizes, 1 to 64 allowed", nsizes);
+  (void)tu_rss_bytes();
+  for (unsigned k = 0; k < nsizes; k++) {
+    *bad += tu_run_filled(blk, (unsigned)(run_bytes / sizes[k]), sizes[k], (uint64_t)(k + 1) << 32);
+    rss[k] = tu_rss_bytes();
+  }
+  for (unsigned k = 0; k < nsizes; k++) printf("after run %u (%zu B): RSS %zu KiB\n", k + 1, sizes[k], rss[k] >> 10);
+  return rss[nsizes - 1] > rss[0] ? rss[nsizes - 1] - rss[0] : 0;
+}
+
 static inline int tu_cmp_ptr(const void *a, const void *b)
 {
   uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
