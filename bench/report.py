@@ -54,6 +54,8 @@ DESCRIPTIONS = {
     "size_runs_16t": "as size_runs with 16 threads on 2 cores",
     "size_runs_ring": "as size_runs, each up-run freed by the next thread of a ring (sh8bench's cross-thread frees)",
     "size_runs_ring_16t": "as size_runs_ring with 16 threads on 2 cores",
+    "stress": "rounds of 2 threads keeping 2000 blocks each and swapping one in four through a shared array of 1000 (mimalloc's test-stress pattern)",
+    "stress_16t": "as stress with 16 threads on 2 cores",
     "size_mix": "1 thread, 70% 16–256 B, 20% –4 KiB, 9% –32 KiB, 1% –128 KiB, random lifetimes, 5% realloc growth",
     "xmalloc_8_64": "1 producer allocates 8–64 B blocks, 1 consumer frees them (batches of 32), fixed time",
     "xmalloc_64_4k": "1 producer allocates 64 B–4 KiB blocks, 1 consumer frees them (batches of 32), fixed time",
@@ -80,11 +82,12 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                 "rounds", "rounds_fresh", "size_runs_ring"] + ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t",
                                              "xmalloc_16t", "thread_churn_16t", "thread_churn_64t", "rounds_16t",
                                              "mid_mt_16t", "small_ws_64t", "written_mixed_16t", "written_big_16t",
-                                             "idle_16t", "size_runs_16t", "size_runs_ring_16t"]
+                                             "idle_16t", "size_runs_16t", "size_runs_ring_16t",
+                                             "stress", "stress_16t"]
 # Many more threads than cores (issue 19): speed and peak RSS against the peers.
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
                "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "small_ws_64t", "written_mixed_16t",
-               "written_big_16t", "idle_16t", "size_runs_16t", "size_runs_ring_16t"]
+               "written_big_16t", "idle_16t", "size_runs_16t", "size_runs_ring_16t", "stress_16t"]
 # The row that measures what a process gives back while its threads sleep
 # (bench_idle): its RSS samples after the last free, in ms.
 IDLE = "idle_16t"
