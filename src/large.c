@@ -350,7 +350,7 @@ static void group_dirty_sub(large_group_t *g, uint32_t warm) {
 
 /* Granules [g0, g0+n), warm of them warm, inside free[i], go into a block:
  * from the span's front, its end or its middle (the span splits in two).
- * arena_take and realloc's growth in place both claim this way. Under the
+ * arena_take_pick and realloc's growth in place both claim this way. Under the
  * arena's group lock. */
 static void arena_claim(large_arena_t *a, unsigned i, uint32_t g0, uint32_t n, uint32_t warm) {
   group_dirty_sub(a->group, warm);
@@ -397,13 +397,22 @@ static uint32_t arena_window(large_arena_t *a, uint32_t st, uint32_t c, uint32_t
  * (bench_big_buffers' pattern, 13 seeds, a model of the arenas) preferring
  * a warm fit lowered the peak of resident arena granules against the peak
  * of live ones from 1.30x to 1.22x (geometric mean; worst 1.46x to 1.29x)
- * and the bytes faulted in by 9 %. Under g->lock. Sets *zero when no
- * granule of the block is warm (all fresh zero pages); warm_out (if not
- * NULL) gets the block's warm bits, bit j for its granule j. !cold_ok:
- * NULL rather than a fit that is not all warm (the caller has resident
- * memory elsewhere). */
-static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out, bool *zero, uint64_t *warm_out,
-                           bool cold_ok) {
+ * and the bytes faulted in by 9 %. arena_find chooses, arena_take_pick
+ * claims: between the two the caller may look for resident memory
+ * elsewhere (large_alloc) without searching twice. */
+typedef struct arena_pick {
+  large_arena_t *a; /* NULL: no fit, a new arena's first span */
+  unsigned bi;      /* the span's index in a->free[] */
+  uint32_t g0;      /* the block's first granule */
+  uint32_t warm_n;  /* how many of its granules are warm (0 unscanned) */
+  bool warm;        /* every granule of it warm */
+} arena_pick_t;
+
+/* Where a block of grans granules goes in g's arenas (pk). scan: when the
+ * best fit is not all warm, look for the window that covers the most warm
+ * granules; without it the best fit only. Under g->lock; pk stays valid
+ * while it is held. */
+static void arena_find(large_group_t *g, uint32_t grans, bool scan, arena_pick_t *pk) {
   large_arena_t *best = NULL;
   unsigned bi = 0;
   uint32_t bc = UINT32_MAX;
@@ -418,8 +427,8 @@ static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out
    * granules (arena_window), the smaller span on a tie. */
   uint32_t g0 = best != NULL ? best->free[bi].start : 0;
   bool bwarm = best != NULL && arena_all_warm(best, g0, grans);
-  if (best != NULL && !bwarm) {
-    uint32_t bw = 0;
+  uint32_t bw = bwarm ? grans : 0;
+  if (best != NULL && !bwarm && scan) {
     bc = UINT32_MAX;
     for (large_arena_t *a = g->arenas; a != NULL && !(bw == grans && bc == grans); a = a->next)
       for (unsigned i = 0; i < a->nfree; i++) {
@@ -436,21 +445,29 @@ static uint8_t *arena_take(large_group_t *g, uint32_t grans, large_arena_t **out
       }
     bwarm = bw == grans;
   }
-  if (!bwarm && !cold_ok) return NULL;
-  if (best == NULL) {
-    best = arena_new(g);
-    if (best == NULL) return NULL;
-    bi = 0;
-    g0 = best->free[0].start;
+  *pk = (arena_pick_t){best, bi, g0, bw, bwarm};
+}
+
+/* Claims the block arena_find placed (a new arena when it found no fit).
+ * Sets *zero when no granule of the block is warm (all fresh zero pages);
+ * warm_out (if not NULL) gets the block's warm bits, bit j for its granule
+ * j. Under g->lock. */
+static uint8_t *arena_take_pick(large_group_t *g, uint32_t grans, arena_pick_t pk, large_arena_t **out, bool *zero,
+                                uint64_t *warm_out) {
+  if (pk.a == NULL) {
+    pk.a = arena_new(g);
+    if (pk.a == NULL) return NULL;
+    pk.bi = 0;
+    pk.g0 = pk.a->free[0].start;
   }
-  uint8_t *p = best->base + ((size_t)g0 << ARENA_GRAN_SHIFT);
-  uint32_t warm = bwarm ? grans : arena_warm(best, g0, grans, WARM_COUNT);
+  uint8_t *p = pk.a->base + ((size_t)pk.g0 << ARENA_GRAN_SHIFT);
+  uint32_t warm = pk.warm ? grans : arena_warm(pk.a, pk.g0, grans, WARM_COUNT);
   *zero = warm == 0;
   if (warm_out != NULL && warm != 0)
     for (uint32_t j = 0; j < grans; j++)
-      if (bwarm || arena_granule_warm(best, g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
-  arena_claim(best, bi, g0, grans, warm);
-  *out = best;
+      if (pk.warm || arena_granule_warm(pk.a, pk.g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
+  arena_claim(pk.a, pk.bi, pk.g0, grans, warm);
+  *out = pk.a;
   return p;
 }
 
@@ -727,6 +744,34 @@ static uint8_t *large_fit_cached(large_slot_t e, size_t need, bool exact, size_t
   return NULL;
 }
 
+/* A block that no warm span of its own group fits takes one of another
+ * group's before its own group faults fresh granules in: threads that come
+ * and go take the groups in turn (large_group_mine), so each group keeps
+ * the spans its threads freed warm for the purge delay, and a thread of
+ * the other group mapped fresh pages beside them (bench_stress: 2.6-3.8
+ * MiB of free spans resident against a live set of 0.4). Only a fit that
+ * is warm whole, and only from a group whose lock is free: a wait here
+ * would cost more than the faults it saves. malloc only: calloc would
+ * have to clear what a cold fit gives as zero pages. Under g->lock; the
+ * block frees into the lender's group (its header names the arena). */
+static uint8_t *large_borrow_warm(large_group_t *g, uint32_t grans, size_t end, large_arena_t **out) {
+  unsigned n = os_cpu_count();
+  if (n > LARGE_GROUPS) n = LARGE_GROUPS;
+  for (unsigned k = 0; k < n; k++) {
+    large_group_t *o = &large_groups[k];
+    if (o == g || pthread_mutex_trylock(&o->lock) != 0) continue;
+    arena_pick_t pk;
+    uint8_t *span = NULL;
+    bool zero;
+    arena_find(o, grans, false, &pk);
+    if (pk.warm) span = arena_take_pick(o, grans, pk, out, &zero, NULL);
+    if (span != NULL) arena_note_end(*out, span, end);
+    pthread_mutex_unlock(&o->lock);
+    if (span != NULL) return span;
+  }
+  return NULL;
+}
+
 void *large_alloc(size_t size, size_t align, bool *zeroed) {
   size_t off = align <= LARGE_HDR ? LARGE_HDR : align;
   size_t page = os_page_size;
@@ -756,8 +801,17 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     bool look = zeroed == NULL && __atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) > 0;
     if (look) pthread_mutex_lock(&large_lock);
     int ci = look && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
-    uint8_t *span = arena_take(g, grans, &arena, &zero, zeroed != NULL ? warm : NULL, ci < 0);
-    if (span != NULL) arena_note_end(arena, span, end);
+    /* A fit that is not all warm would fault pages in: a cached mapping
+     * (resident) serves instead, else for malloc another group's warm
+     * span when most of this one is cold (large_borrow_warm). */
+    arena_pick_t pk;
+    arena_find(g, grans, true, &pk);
+    uint8_t *span = NULL;
+    if (pk.warm_n * 2 < grans && ci < 0 && zeroed == NULL) span = large_borrow_warm(g, grans, end, &arena);
+    if (span == NULL && (pk.warm || ci < 0)) {
+      span = arena_take_pick(g, grans, pk, &arena, &zero, zeroed != NULL ? warm : NULL);
+      if (span != NULL) arena_note_end(arena, span, end);
+    }
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
       exact = true; /* held to the page, as the arena would have held it */

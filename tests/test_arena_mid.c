@@ -6,7 +6,7 @@
  * the default (128K) the blocks up to 128 KiB come from the classes, and
  * the figures (printed) were 1.24x and 1.65x.
  *
- *   test_arena_mid PART    parts: one threads
+ *   test_arena_mid PART    parts: one threads lend
  *
  * one      one thread, 64 slots, 12 000 steps: a random slot's block is
  *          freed if it has one, else a block of 64 KiB + 1 .. 1 MiB
@@ -24,11 +24,22 @@
  *          arena groups): every page of every block must hold its pattern
  *          at its free, and the growth stay within LIMIT_THREADS times the
  *          largest live total (the arenas: 1.41; the slabs: 2.58).
+ * lend     a thread's freed 512 KiB block, warm in its CPU group's arena,
+ *          serves the next thread's malloc of the same size although that
+ *          thread takes the other group (large.c, large_borrow_warm: the
+ *          same address, where before it mapped an arena of its own and
+ *          faulted fresh pages in); written whole, freed by the borrower,
+ *          it serves a third malloc again. A calloc does not borrow: a
+ *          cold span needs no clearing. Needs two CPUs (one group each),
+ *          else it says so and passes.
  * Run with HAKMEM_PURGE_DELAY_MS=600000 and HAKMEM_BACKGROUND_THREAD=0, so
  * that nothing goes back by time: the growth is what the allocator kept.
  * Every figure is printed, on success too.
  */
+#define _GNU_SOURCE
 #include <malloc.h>
+#include <sched.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -137,6 +148,62 @@ static int verdict(const char *part, size_t base, double limit)
          tu_fail_if(grew > limit * live, "the freed blocks did not serve the next sizes");
 }
 
+#define LEND_SIZE (512 * KiB)
+static unsigned char *lent[3];
+
+/* The first large block of a new thread: its group is the next one. */
+static void *lend_a(void *arg)
+{
+  (void)arg;
+  unsigned char *p = malloc(LEND_SIZE);
+  CHECK(p != NULL, "malloc");
+  memset(p, 0xa5, LEND_SIZE);
+  lent[0] = p;
+  free(p);
+  return NULL;
+}
+
+static void *lend_b(void *arg)
+{
+  (void)arg;
+  unsigned char *q = malloc(LEND_SIZE);
+  CHECK(q != NULL, "malloc");
+  memset(q, 0x5a, LEND_SIZE);
+  lent[1] = q;
+  free(q);
+  unsigned char *z = calloc(1, LEND_SIZE);
+  CHECK(z != NULL, "calloc");
+  bool zero = true;
+  for (size_t i = 0; i < LEND_SIZE; i += 4096) zero &= z[i] == 0 && z[i + 4095] == 0;
+  lent[2] = zero ? z : NULL;
+  free(z);
+  return NULL;
+}
+
+static int lend(void)
+{
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < cpus) cpus = CPU_COUNT(&set);
+  if (cpus < 2) {
+    printf("lend: %ld CPU, one arena group: nothing to borrow from (passes)\n", cpus);
+    return 0;
+  }
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, lend_a, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  CHECK(pthread_create(&t, NULL, lend_b, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  unsigned char *again = malloc(LEND_SIZE);
+  CHECK(again != NULL, "malloc");
+  free(again);
+  printf("lend: first %p, other group's malloc %p, its calloc %p, then %p\n", (void *)lent[0], (void *)lent[1],
+         (void *)lent[2], (void *)again);
+  return tu_fail_if(lent[1] != lent[0], "the other group's malloc did not take the warm span") |
+         tu_fail_if(lent[2] == NULL, "calloc's block did not read as zero") |
+         tu_fail_if(lent[2] == lent[0], "calloc borrowed a warm span it must clear");
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "one";
@@ -165,8 +232,10 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < SHARED; i++)
       if (shared[i] != NULL) drop(shared[i]);
     bad |= verdict(part, base, LIMIT_THREADS);
+  } else if (strcmp(part, "lend") == 0) {
+    bad |= lend();
   } else {
-    fprintf(stderr, "usage: test_arena_mid one|threads\n");
+    fprintf(stderr, "usage: test_arena_mid one|threads|lend\n");
     return 2;
   }
   return bad;
