@@ -151,26 +151,28 @@ static int verdict(const char *part, size_t base, double limit)
 #define LEND_SIZE (512 * KiB)
 static unsigned char *lent[3];
 
-/* The first large block of a new thread: its group is the next one. */
+/* A block of LEND_SIZE written whole and freed: its address. A new
+ * thread's first large block takes the next arena group. */
+static unsigned char *lend_cycle(unsigned char fill)
+{
+  unsigned char *p = malloc(LEND_SIZE);
+  CHECK(p != NULL, "malloc");
+  memset(p, fill, LEND_SIZE);
+  free(p);
+  return p;
+}
+
 static void *lend_a(void *arg)
 {
   (void)arg;
-  unsigned char *p = malloc(LEND_SIZE);
-  CHECK(p != NULL, "malloc");
-  memset(p, 0xa5, LEND_SIZE);
-  lent[0] = p;
-  free(p);
+  lent[0] = lend_cycle(0xa5);
   return NULL;
 }
 
 static void *lend_b(void *arg)
 {
   (void)arg;
-  unsigned char *q = malloc(LEND_SIZE);
-  CHECK(q != NULL, "malloc");
-  memset(q, 0x5a, LEND_SIZE);
-  lent[1] = q;
-  free(q);
+  lent[1] = lend_cycle(0x5a);
   unsigned char *z = calloc(1, LEND_SIZE);
   CHECK(z != NULL, "calloc");
   bool zero = true;
@@ -194,9 +196,7 @@ static int lend(void)
   pthread_join(t, NULL);
   CHECK(pthread_create(&t, NULL, lend_b, NULL) == 0, "pthread_create");
   pthread_join(t, NULL);
-  unsigned char *again = malloc(LEND_SIZE);
-  CHECK(again != NULL, "malloc");
-  free(again);
+  unsigned char *again = lend_cycle(0x3c);
   printf("lend: first %p, other group's malloc %p, its calloc %p, then %p\n", (void *)lent[0], (void *)lent[1],
          (void *)lent[2], (void *)again);
   return tu_fail_if(lent[1] != lent[0], "the other group's malloc did not take the warm span") |
