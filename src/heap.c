@@ -100,6 +100,8 @@ static void heap_reset(heap_t *h) {
   h->cool_ms = UINT64_MAX;
   h->cool_big_ms = 0;
   h->cool_grow_ms = 0;
+  h->grow_lost = h->grow_back = 0;
+  h->grow_spare = false;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   /* A way holds a batch only with its bit in busy set (remote.c), so an
    * empty cache (a fresh heap's zero pages, or one flushed) is left
@@ -309,6 +311,11 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
     }
   }
   if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
+  if (HAK_UNLIKELY((ss->grow_mask >> idx) & 1)) {
+    /* Another heap's growth decommitted it, and h needs it after all. */
+    ss->grow_mask &= ~((uint64_t)1 << idx);
+    h->grow_back++;
+  }
   slab_t *s = ss_slab_init(ss, idx, cls, h->tid);
   /* A class with exhausted slabs waiting takes a fresh one: it is carving
    * its way through slabs, so its carve populates ahead (ss_slab_carve). */

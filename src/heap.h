@@ -170,6 +170,10 @@ typedef struct heap {
   uint64_t cool_ms;
   uint64_t cool_big_ms;
   uint64_t cool_grow_ms;             /* the next heap_cool_grow allowed */
+  /* Under lock: free slabs of this heap that other heaps' growth
+   * decommitted, and how many of those it took back (heap_purge_grow). */
+  uint32_t grow_lost, grow_back;
+  bool grow_spare;                   /* heap_purge_grow spares its young free slabs */
   uint32_t cool_pushed;              /* slabs listed since (HEAP_COOL_GROW_PUSHES) */
   uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */

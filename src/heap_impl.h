@@ -189,6 +189,14 @@ size_t heap_cool_grow(heap_t *h);
 #define HEAP_COOL_GROW_PUSHES 32u
 /* heap_cool runs this many times per purge delay (heap.c schedules it). */
 #define HEAP_COOL_STEPS 4u
+/* heap_purge_grow takes another heap's free slabs at any age, unless
+ * that heap took back at least half of the last slabs such purges cost it
+ * (HEAP_GROW_REGRET_MIN of them or more; the counts halve past
+ * HEAP_GROW_REGRET_SPAN): then only those idle for 1/HEAP_GROW_SPARE_STEPS
+ * of the purge delay, until fewer than a quarter come back. */
+#define HEAP_GROW_SPARE_STEPS 16u
+#define HEAP_GROW_REGRET_MIN 8u
+#define HEAP_GROW_REGRET_SPAN 256u
 /* Waiting slabs of h whose blocks all came back go to their superslab.
  * Returns whether any block came back. Owner thread. */
 bool heap_sweep_waiting(heap_t *h);

@@ -291,7 +291,11 @@ typedef struct superslab {
   uint32_t abandon_seq;       /* its kind's adoptions when it was abandoned */
   struct superslab *all_next; /* registry of live superslabs (statistics) */
   struct superslab *all_prev;
-  uint8_t pad2[128 - 80];
+  /* Free slabs another heap's growth decommitted (heap_purge_grow), so
+   * that their owner's taking one back counts as that purge's cost; under
+   * the owner heap's lock, cleared when the superslab changes hands. */
+  uint64_t grow_mask;
+  uint8_t pad2[128 - 88];
   /* Each slab's thread_free (remote frees | TF_DELAYED | count << 48), two
    * slabs to a cache line and none beside what the owner writes on every
    * call: a publisher writes it once per batch, the owner reads it only
@@ -318,6 +322,7 @@ HAK_INLINE struct heap *ss_heap(const struct superslab *ss) {
   return __atomic_load_n(&ss->heap, __ATOMIC_ACQUIRE);
 }
 HAK_INLINE void ss_set_heap(struct superslab *ss, struct heap *h) {
+  ss->grow_mask = 0;
   __atomic_store_n(&ss->heap, h, __ATOMIC_RELEASE);
 }
 
