@@ -116,19 +116,14 @@ static size_t grow_purged(void)
 
 int main(void)
 {
-  void *first = malloc(64);
-  struct timespec q = {0, 300 * 1000000L};
-  nanosleep(&q, NULL);
   pthread_t t;
-  if (pthread_create(&t, NULL, owner, NULL) != 0) {
-    fprintf(stderr, "FAIL: pthread_create\n");
-    return 1;
-  }
+  void *first = tu_heap_then_thread(300, &t, owner);
   wait_stage(1);
   size_t g0 = grow_purged();
   fill(main_a, 100000);
   size_t g1 = grow_purged();
 
+  struct timespec q = {0, 300 * 1000000L};
   nanosleep(&q, NULL);
   set_stage(2);
   wait_stage(3);

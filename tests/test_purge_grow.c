@@ -69,14 +69,8 @@ int main(int argc, char **argv)
   /* This thread's heap maps its first superslab now, and may purge at its
    * next growth only a quarter of the delay later: that is over before
    * the other thread frees. */
-  void *first = malloc(64);
-  struct timespec q = {0, 150 * 1000000L};
-  nanosleep(&q, NULL);
   pthread_t t;
-  if (pthread_create(&t, NULL, owner, NULL) != 0) {
-    fprintf(stderr, "FAIL: pthread_create\n");
-    return 1;
-  }
+  void *first = tu_heap_then_thread(150, &t, owner);
   pthread_mutex_lock(&mu);
   while (stage != 1) pthread_cond_wait(&cv, &mu);
   pthread_mutex_unlock(&mu);

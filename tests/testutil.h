@@ -22,6 +22,7 @@
 #include "hakmem.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,6 +86,23 @@ static inline int tu_fail_if(int bad, const char *msg)
 {
   if (bad) fprintf(stderr, "FAIL: %s\n", msg);
   return bad != 0;
+}
+
+/* The calling thread's heap maps its first superslab now (the block is
+ * returned, for the caller to free), then ms milliseconds pass: a heap
+ * purges before it grows at most once a quarter of the purge delay, so
+ * its next growth after them purges. Then fn starts on a thread of its
+ * own (*t). Exits on failure. */
+static inline void *tu_heap_then_thread(long ms, pthread_t *t, void *(*fn)(void *))
+{
+  void *first = malloc(64);
+  struct timespec q = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&q, NULL);
+  if (first == NULL || pthread_create(t, NULL, fn, NULL) != 0) {
+    fprintf(stderr, "FAIL: malloc(64) or pthread_create\n");
+    exit(1);
+  }
+  return first;
 }
 
 /* The live sampled blocks of a profile dump: the first count of
