@@ -443,9 +443,15 @@ void *alloc_realloc(void *p, size_t size) {
      * size class it passes through; the span it frees serves any size.
      * glibc's realloc extends into the next free chunk for the same
      * reason. */
-    n = large_alloc(size + size / 4, HAK_MIN_ALIGN, NULL);
+    /* Room only for a buffer grown by steps smaller than the room itself
+     * (appends): one that grows by a quarter or more per call (a vector
+     * that multiplies its capacity) asks again past any room we left, so
+     * the room would only be resident waste (bench_realloc's vectors grow
+     * by half). */
+    size_t room = size < old + old / 4 ? size / 4 : 0;
+    n = large_alloc(size + room, HAK_MIN_ALIGN, NULL);
     if (n != NULL) large_note_asked(n, size);
-    if (HAK_UNLIKELY(opt.prof) && n != NULL) prof_alloc(n, size + size / 4);
+    if (HAK_UNLIKELY(opt.prof) && n != NULL) prof_alloc(n, size + room);
   } else if (v >= HAK_SMALL_SLAB_SHIFT && size > old && size < old + old / 4 && old < ALLOC_GROW_ROOM_MAX) {
     want = old + old / 4;
   }

@@ -199,6 +199,38 @@ static void room(void)
   }
   printf("room: usable / size after small growth steps at most %.2f\n", ratio);
   CHECK(ratio <= 1.5, "a block grown by small steps holds %.2f times its size (want <= 1.5)", ratio);
+  /* A vector that multiplies its capacity by 1.5 asks past any room at its
+   * next growth: from 512 KiB its block holds what it asked for, rounded to
+   * the arenas' 64 KiB granules, not a quarter more (that room was resident
+   * waste: bench_realloc's vectors). Contents survive every move. A
+   * block taken after each growth (freed at the end) keeps the span
+   * behind the vector busy, so each growth moves it. */
+  size_t cap = 16 * KiB, extra = 0;
+  char *blockers[32];
+  unsigned nb = 0;
+  char *vec = malloc(cap);
+  CHECK(vec != NULL, "malloc(%zu)", cap);
+  memset(vec, 0x5a, cap);
+  while (cap < 8 * MiB) {
+    size_t to = cap + cap / 2;
+    char *q = realloc(vec, to);
+    CHECK(q != NULL, "realloc(%zu)", to);
+    for (size_t k = 0; k < cap; k += 4093) CHECK((unsigned char)q[k] == 0x5a, "vector byte %zu after growth to %zu", k, to);
+    memset(q + cap, 0x5a, to - cap);
+    vec = q;
+    cap = to;
+    size_t u = malloc_usable_size(vec);
+    CHECK(u >= cap, "usable %zu below the %zu asked", u, cap);
+    if (cap >= 512 * KiB && u - cap > extra) extra = u - cap;
+    CHECK(nb < 32, "blockers");
+    blockers[nb] = malloc(192 * KiB);
+    CHECK(blockers[nb] != NULL, "malloc(192 KiB)");
+    nb++;
+  }
+  free(vec);
+  while (nb > 0) free(blockers[--nb]);
+  printf("room: a vector grown by half each time holds at most %zu B past what it asked (from 512 KiB)\n", extra);
+  CHECK(extra <= 68 * KiB, "a vector grown by half holds %zu B of room (want <= 68 KiB: a granule)", extra);
 }
 
 int main(int argc, char **argv)
