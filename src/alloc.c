@@ -477,13 +477,7 @@ void *alloc_aligned(size_t align, size_t size) {
   init_ensure();
   if (HAK_UNLIKELY(opt.force_libc)) return foreign_memalign(align, size);
   if (size <= HAK_SMALL_MAX && align <= HAK_SLAB_ALIGN_MAX) {
-    /* Slab areas are aligned to 64 KiB (1 MiB for the classes above
-     * 64 KiB), so a class whose block size is a multiple of align has every
-     * block aligned; the power-of-two class at max(size, align) always
-     * qualifies, so waste stays below the alignment or the size, whichever
-     * is larger. */
-    unsigned cls = sc_of(size > align ? size : align);
-    while (sc_size[cls] & (align - 1)) cls++;
+    unsigned cls = sc_of_aligned(size, align);
     void *p = alloc_class(cls, align);
     if (HAK_UNLIKELY(opt.prof) && heap_front.heap == NULL) prof_alloc(p, sc_size[cls]);
     return p;

@@ -55,6 +55,15 @@ extern uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT]; /* bucket (size-1)/64 -
  * sc_init checks these constants against the table it builds. */
 #define SC_OCTAVE_13 44
 
+/* sc_align_class[lg][c]: the smallest class at or above c whose block
+ * size is a multiple of 2^lg. Slab areas are aligned to 64 KiB (1 MiB for
+ * the classes above 64 KiB), so every block of such a class is
+ * 2^lg-aligned; every power of two up to HAK_SLAB_ALIGN_MAX is a class, so
+ * one exists for each c. A table, not a walk up the classes: random
+ * alignments made the walk's length, and its branch, unpredictable. */
+#define SC_ALIGN_LG_MAX 20
+extern uint8_t sc_align_class[SC_ALIGN_LG_MAX + 1][HAK_NCLASS];
+
 /* refill_bytes: HAKMEM_REFILL_BYTES, the bytes one carve batch covers. */
 void sc_init(size_t refill_bytes);
 
@@ -72,6 +81,13 @@ HAK_INLINE unsigned sc_of(size_t size) {
   if (size <= HAK_FAST_MAX) return sc_bucket_class[(size + 15) >> 4];
   if (size <= SC_MID_MAX) return sc_mid_class[(size - 1) >> SC_MID_SHIFT];
   return sc_of_arith(size);
+}
+
+/* The class for size bytes aligned to align (a power of two up to
+ * HAK_SLAB_ALIGN_MAX; size <= HAK_SMALL_MAX): at most the size or the
+ * alignment, whichever is larger, is wasted. */
+HAK_INLINE unsigned sc_of_aligned(size_t size, size_t align) {
+  return sc_align_class[__builtin_ctzll((unsigned long long)align)][sc_of(size)];
 }
 
 /* Superslab kind serving a class: small, medium, wide or big slabs (the

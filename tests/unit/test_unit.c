@@ -15,7 +15,9 @@
  *             at 129 B, 12 % between 4 and 8 KiB, 20 % elsewhere above
  *             128 B), a power of two plus 8 B from 512 B to 4 KiB gets the
  *             17/16 class, and sc_kind follows
- *             HAK_CLASS_MEDIUM_FIRST / HAK_CLASS_BIG_FIRST.
+ *             HAK_CLASS_MEDIUM_FIRST / HAK_CLASS_BIG_FIRST; an aligned
+ *             request (sc_of_aligned) gets the smallest class that holds it
+ *             whose block size is a multiple of the alignment.
  * blockstart  on a real slab of every class up to 64 KiB (one live block
  *             of it, from hak_malloc), slab_is_block_start is true exactly
  *             at area + k * bsize for every 16-byte-aligned address of the
@@ -127,8 +129,28 @@ static void part_sizeclass(void)
       CHECK(w <= limit, "waste of %zu B in class %u (%u B): %.1f %%", n, c, sc_size[c], 100 * w);
     }
   }
-  printf("sizeclass: %u classes, sc_of = linear search for 1..%zu B, worst waste above 128 B %.1f %% at %zu B\n",
-         HAK_NCLASS, HAK_SMALL_MAX, 100 * worst, worst_n);
+  /* Aligned requests: the smallest class that holds the size and whose
+   * block size is a multiple of the alignment (alloc_aligned's blocks are
+   * then aligned), for every alignment 32 B..1 MiB and sizes around every
+   * class boundary and alignment. */
+  unsigned aligned_checked = 0;
+  for (size_t align = 32; align <= HAK_SLAB_ALIGN_MAX; align *= 2)
+    for (unsigned k = 0; k < HAK_NCLASS; k++)
+      for (int d = -1; d <= 1; d++) {
+        size_t sizes[2] = {(size_t)sc_size[k] + (size_t)d, align + (size_t)d};
+        for (unsigned j = 0; j < 2; j++) {
+          size_t n = sizes[j];
+          if (n == 0 || n > HAK_SMALL_MAX) continue;
+          unsigned want = linear_class(n);
+          while (sc_size[want] % align != 0) want++;
+          unsigned c = sc_of_aligned(n, align);
+          CHECK(c == want, "sc_of_aligned(%zu, %zu) = %u (%u B), want %u (%u B)", n, align, c, sc_size[c], want, sc_size[want]);
+          aligned_checked++;
+        }
+      }
+  printf("sizeclass: %u classes, sc_of = linear search for 1..%zu B, worst waste above 128 B %.1f %% at %zu B; "
+         "sc_of_aligned = linear search on %u (size, alignment) pairs\n",
+         HAK_NCLASS, HAK_SMALL_MAX, 100 * worst, worst_n, aligned_checked);
 }
 
 static void part_blockstart(void)
