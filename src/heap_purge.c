@@ -224,10 +224,15 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force, os_batch_t *
  * (rebuilt in address order) for the cold list, and a refill takes it back
  * a carve batch at a time, as fresh blocks are carved. */
 #define HEAP_RUN_BLOCKS_MAX 2048u /* a 64 KiB slab of 32 B blocks (SLAB_RUN_COOL_MIN) */
-/* Runs with fewer whole pages stay: a system call per page, and a fault
- * when the class comes back (gc_phases.rb: 1 page made 33 654 madvise calls
- * for 480 MB, 2 pages 26 802 for 453 MB). */
-#define HEAP_RUN_PAGES_MIN 2u
+/* A run goes back once it covers a whole page past its first block. Two
+ * pages were the rule before, to spare system calls (gc_phases.rb: 33 654
+ * madvise calls against 26 802); measured again, the extra calls cost no
+ * time or faults beyond the spread, while the single pages they left were
+ * resident memory of classes the program had stopped asking for:
+ * real_ruby's peak 720 -> 690 MiB (7 interleaved runs), bench_peak_mem 319
+ * -> 303 MiB. With 10 % of blocks live, a page of eight blocks is wholly
+ * free 43 % of the time, two pages 19 %. */
+#define HEAP_RUN_PAGES_MIN 1u
 static bool heap_run_bit(const uint64_t *bm, unsigned i) { return (bm[i >> 6] >> (i & 63)) & 1; }
 
 /* The free list's walk: a miss on every block (the blocks were freed long
