@@ -10,7 +10,7 @@ uint32_t sc_size[HAK_NCLASS];
 uint16_t sc_batch[HAK_NCLASS];
 uint16_t sc_bucket_lo[HAK_NCLASS], sc_bucket_hi[HAK_NCLASS];
 uint8_t sc_mid_class[SC_MID_MAX >> SC_MID_SHIFT];
-uint8_t sc_align_class[SC_ALIGN_LG_MAX + 1][HAK_NCLASS];
+uint8_t sc_pow2_class[SC_POW2_LG_MAX + 1];
 
 static void sc_put(unsigned *n, uint32_t size) {
   if (*n < HAK_NCLASS) sc_size[*n] = size;
@@ -60,13 +60,11 @@ void sc_init(size_t refill_bytes) {
    * (the 16 B table's sizes) are never used. */
   for (unsigned i = HAK_FAST_MAX >> SC_MID_SHIFT; i < (SC_MID_MAX >> SC_MID_SHIFT); i++)
     sc_mid_class[i] = (uint8_t)sc_search(((size_t)i << SC_MID_SHIFT) + 1);
-  for (unsigned lg = 0; lg <= SC_ALIGN_LG_MAX; lg++)
-    for (unsigned c = HAK_NCLASS; c-- > 0;)
-      sc_align_class[lg][c] = (uint8_t)((sc_size[c] & ((1u << lg) - 1)) == 0 || c == HAK_NCLASS - 1 ? c : sc_align_class[lg][c + 1]);
+  for (unsigned lg = 4; lg <= SC_POW2_LG_MAX; lg++) sc_pow2_class[lg] = (uint8_t)sc_search((size_t)1 << lg);
   /* The constants of sizeclass.h describe this table: a mismatch is a
    * build that would hand out blocks of the wrong size. */
   if (made != HAK_NCLASS || sc_size[HAK_CLASS_MEDIUM_FIRST] != 2560 || sc_size[HAK_CLASS_WIDE_FIRST] != 8192 || sc_size[HAK_CLASS_BIG_FIRST] != 81920 ||
       sc_size[SC_OCTAVE_13] != 10240 || sc_size[HAK_NCLASS - 1] != HAK_SMALL_MAX ||
-      ((size_t)1 << SC_ALIGN_LG_MAX) != HAK_SLAB_ALIGN_MAX || (sc_size[HAK_NCLASS - 1] & (HAK_SLAB_ALIGN_MAX - 1)) != 0)
+      ((size_t)1 << SC_POW2_LG_MAX) != HAK_SLAB_ALIGN_MAX || sc_size[sc_pow2_class[SC_POW2_LG_MAX]] != HAK_SLAB_ALIGN_MAX)
     __builtin_trap();
 }
