@@ -27,24 +27,45 @@ static _Atomic int decay_idle_wait; /* the thread waits with nothing idle */
 static _Atomic size_t decay_passes, decay_bytes, decay_forced, decay_contended, decay_grow;
 static _Atomic unsigned decay_exits; /* thread exits seen (decay_note_thread_exit) */
 
-void decay_note_idle(size_t idle_bytes) {
+/* False while no thread runs yet: then asks for one if idle_bytes is
+ * enough, and there is nobody to wake. */
+static bool decay_note_started(size_t idle_bytes) {
   int st = atomic_load_explicit(&decay_want_start, memory_order_relaxed);
   if (st == 0) {
     if (idle_bytes >= DECAY_BG_START_BYTES && opt.background_thread) {
       int expect = 0;
       atomic_compare_exchange_strong(&decay_want_start, &expect, 1);
     }
-    return;
+    return false;
   }
-  /* Pairs with the thread's fence after arming decay_idle_wait: either it
-   * sees the caller's new idle memory in its last pass, or we see it
-   * waiting. */
-  atomic_thread_fence(memory_order_seq_cst);
+  return true;
+}
+
+/* Wakes the thread if it waits with nothing idle. */
+static void decay_wake_idle(void) {
   if (atomic_load_explicit(&decay_idle_wait, memory_order_relaxed)) {
     pthread_mutex_lock(&decay_mu);
     if (atomic_exchange_explicit(&decay_idle_wait, 0, memory_order_relaxed)) pthread_cond_signal(&decay_cv);
     pthread_mutex_unlock(&decay_mu);
   }
+}
+
+void decay_note_idle(size_t idle_bytes) {
+  if (!decay_note_started(idle_bytes)) return;
+  /* Pairs with the thread's fence after arming decay_idle_wait: either it
+   * sees the caller's new idle memory in its last pass, or we see it
+   * waiting. */
+  atomic_thread_fence(memory_order_seq_cst);
+  decay_wake_idle();
+}
+
+/* The thread stores decay_idle_wait before the pass that takes the
+ * caller's lock; if that pass held the lock before the caller, its unlock
+ * makes the store visible here; if after, the pass saw the memory. Only a
+ * pass that skipped the owner's slot (not yet registered) escapes this:
+ * decay_register covers it. */
+void decay_note_idle_locked(size_t idle_bytes) {
+  if (decay_note_started(idle_bytes)) decay_wake_idle();
 }
 
 /* Set while decay_collect_all runs (under the pass lock). */
@@ -94,7 +115,15 @@ static bool decay_mapped_enough(void) {
 }
 
 void decay_register(enum decay_slot slot, decay_purge_fn fn) {
-  atomic_store_explicit(&decay_slots[slot], fn, memory_order_release);
+  if (atomic_load_explicit(&decay_slots[slot], memory_order_relaxed) != fn) {
+    atomic_store_explicit(&decay_slots[slot], fn, memory_order_release);
+    /* A thread whose last pass found this slot empty may wait with
+     * nothing idle; decay_note_idle_locked's callers then rely on the
+     * slot being seen: either that pass sees it (the thread's fence after
+     * arming the wait pairs with this one) or we wake the thread. */
+    atomic_thread_fence(memory_order_seq_cst);
+    decay_wake_idle();
+  }
   /* The owners register each time they map memory: the thread is wanted
    * as soon as enough is mapped (DECAY_BG_MAPPED_BYTES), and the
    * allocation that mapped it starts it, so that it already runs when the
