@@ -27,6 +27,8 @@
  *               --hold-ms (0): the memory stays live that long, with no
  *               allocator call, before the frees (the purge thread must
  *               still run then: frees never start it).
+ *               --big=1: blocks of 256 KiB..2 MiB instead, all in the
+ *               arenas, whose frees alone must wake the waiting thread.
  * nobackground  (HAKMEM_BACKGROUND_THREAD=0) the same phase; after the
  *               10 x delay sleep the RSS is printed, not bounded, and the
  *               process must have 1 thread (no purge thread); then
@@ -77,7 +79,7 @@
 
 static int fails;
 static size_t g_mib;
-static unsigned g_rounds, g_forks, g_hold_ms;
+static unsigned g_rounds, g_forks, g_hold_ms, g_big;
 static unsigned long long g_steps;
 
 /* ---------------------------------------------------------------- helpers */
@@ -398,7 +400,11 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
 {
   size_t n;
   double t0 = now_ms();
-  node_t *h = phase_alloc(g_mib * MiB, 16, 256 * KiB, 8, 4 * MiB, seed, &n);
+  /* --big: every block in the arenas (128 KiB and up), whose frees tell
+   * the purge thread under their group's lock (decay_note_idle_locked);
+   * a slab's free would wake it as well. */
+  size_t lo = g_big ? 256 * KiB : 16, hi = g_big ? 2 * MiB : 256 * KiB;
+  node_t *h = phase_alloc(g_mib * MiB, lo, hi, 8, 4 * MiB, seed, &n);
   size_t peak = tu_rss_bytes();
   /* --hold-ms: the memory stays live, with no allocator call, for longer
    * than the purge thread's quiet spells: it must still be there (or come
@@ -410,9 +416,10 @@ static size_t bg_phase(const char *what, unsigned round, size_t base, uint64_t s
   /* from here until idle_wait returns: no allocator call */
   size_t after = idle_wait(10 * delay_ms(), base + slack, &first);
   long thr = threads_raw();
-  printf("%s round %u: %zu blocks (%zu MiB, 16 B..256 KiB + 8 x 4 MiB) allocated+freed in %.0f ms; RSS base "
+  printf("%s round %u: %zu blocks (%zu MiB, %zu B..%zu KiB + 8 x 4 MiB) allocated+freed in %.0f ms; RSS base "
          "%.1f, peak %.1f, after %u ms idle %.1f MiB (%+.1f); within +32 MiB after ",
-         what, round, n, g_mib, tf, mib(base), mib(peak), 10 * delay_ms(), mib(after), mib(after) - mib(base));
+         what, round, n, g_mib, lo, hi / KiB, tf, mib(base), mib(peak), 10 * delay_ms(), mib(after),
+         mib(after) - mib(base));
   if (first >= 0) printf("%.0f ms", first); else printf("never");
   printf("; threads %ld\n", thr);
   fflush(stdout);
@@ -709,6 +716,7 @@ int main(int argc, char **argv)
   g_forks = (unsigned)test_param(argc, argv, "forks", NULL, 5);
   g_steps = test_param(argc, argv, "steps", NULL, 200000);
   g_hold_ms = (unsigned)test_param(argc, argv, "hold-ms", NULL, 0);
+  g_big = (unsigned)test_param(argc, argv, "big", NULL, 0);
   /* warm up: the allocator's start-up state and stdio's buffer are part of the baseline */
   void *w = malloc(100);
   free(w);
