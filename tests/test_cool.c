@@ -232,7 +232,6 @@ static void part_content(void)
 static void runs_case(const char *part, int keep, unsigned want_div)
 {
   enum { RN = 48 * 1024 };
-  const int RKEEP = keep;
   const size_t rsz = 512;
   static void *r[RN];
   for (int i = 0; i < RN; i++) {
@@ -242,7 +241,7 @@ static void runs_case(const char *part, int keep, unsigned want_div)
   }
   size_t before = tu_rss_bytes(), freed = 0;
   for (int i = 0; i < RN; i++)
-    if (i % RKEEP != 0) {
+    if (i % keep != 0) {
       free(r[i]);
       r[i] = NULL;
       freed += rsz;
@@ -254,21 +253,21 @@ static void runs_case(const char *part, int keep, unsigned want_div)
   hak_collect(0);
   size_t r0 = tu_rss_bytes();
   printf("%s: %d blocks of %zu B written, %.1f MiB freed (one in %d kept); RSS %.1f -> %.1f MiB\n", part, RN, rsz,
-         mib(freed), RKEEP, mib(before), mib(base));
+         mib(freed), keep, mib(before), mib(base));
   printf("%s: hak_collect(0) at once: RSS %.1f MiB\n", part, mib(r0));
   CHECK(r0 + freed / 4 > base, "%s: hak_collect(0) gave back the pages of slabs freed into less than a purge delay ago", part);
   after_two_delays_want(part, base, freed / want_div, "the free pages of partial slabs stayed resident");
-  for (int i = 0; i < RN; i += RKEEP)
+  for (int i = 0; i < RN; i += keep)
     CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
   /* Every freed block comes back, once: the class's next allocations are
    * the free and cold blocks of its slabs before any fresh one. */
   static void *again[RN];
   int n = hand_out_again(r, RN, rsz, again, 0x55);
-  for (int i = 0; i < RN; i += RKEEP)
+  for (int i = 0; i < RN; i += keep)
     CHECK(check_fill(r[i], rsz, (unsigned char)i), "live block %d lost its contents", i);
   printf("%s: %d freed blocks handed out again, written and read back (RSS %.1f MiB)\n", part, n, mib(tu_rss_bytes()));
   for (int i = 0; i < n; i++) free(again[i]);
-  for (int i = 0; i < RN; i += RKEEP) free(r[i]);
+  for (int i = 0; i < RN; i += keep) free(r[i]);
 }
 
 static void part_runs(void) { runs_case("runs", 32, 2); }
