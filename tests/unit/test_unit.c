@@ -5,7 +5,7 @@
  * include path, beside the black-box tests that only see the public API.
  *
  *   test_unit [PART]   parts: sizeclass blockstart remote rflush rshrink decay
- *                      clock adopt batch populate popcount
+ *                      clock adopt batch populate popcount arena
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -66,6 +66,16 @@
  *             no popcnt instruction) counts the set bits of 0, all ones,
  *             every single bit, every run of low or high ones and 100 000
  *             pseudo-random words as a bit-by-bit count does.
+ * arena       the arenas' free spans (large.c), through the statistics'
+ *             walk of every arena region: 4000 random steps of malloc,
+ *             calloc, free and realloc (grow, shrink) of blocks of 129 KiB
+ *             .. 3 MiB, 40 live at most. After every step each arena's
+ *             regions tile it in address order from its descriptor, no
+ *             two free regions touch (every freed span coalesced with its
+ *             free neighbours), every live block lies in a block region,
+ *             and each block keeps its pattern (calloc's reads zero). With
+ *             every block freed each arena is its descriptor and one free
+ *             span.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -77,6 +87,7 @@
 #include <time.h>
 
 #include "decay.h"
+#include "large.h"
 #include "remote.h"
 #include "heap.h"
 #include "os.h"
@@ -662,6 +673,124 @@ static void part_populate(void)
   pthread_join(t, NULL);
 }
 
+/* ---- arena ------------------------------------------------------------- */
+
+#define AR_LIVE 40u
+typedef struct {
+  uint8_t *base;    /* the arena being walked (its descriptor's region) */
+  uintptr_t at;     /* where its next region must start */
+  int last_free;    /* the previous region was free */
+  unsigned arenas, free_spans;
+  void **live;
+  size_t *live_in;  /* per live block: 1 once a block region held it */
+} ar_walk_t;
+
+static void ar_region(const void *p, size_t len, int kind, void *arg)
+{
+  ar_walk_t *w = arg;
+  uintptr_t a = (uintptr_t)p;
+  if (kind == LARGE_REGION_CACHED) return;
+  if (kind == LARGE_REGION_META) {
+    CHECK(w->base == NULL || w->at == (uintptr_t)w->base + large_arena_bytes(),
+          "arena %p: regions end at +%zu, not at its end", (void *)w->base, (size_t)(w->at - (uintptr_t)w->base));
+    w->base = (uint8_t *)p;
+    w->at = a + len;
+    w->last_free = 0;
+    w->arenas++;
+    return;
+  }
+  CHECK(w->base != NULL && a == w->at, "arena %p: a region at %p, expected %p", (void *)w->base, p, (void *)w->at);
+  CHECK(len > 0 && a + len <= (uintptr_t)w->base + large_arena_bytes(), "arena %p: region %p+%zu outside it",
+        (void *)w->base, p, len);
+  if (kind == LARGE_REGION_FREE) {
+    CHECK(!w->last_free, "arena %p: free regions touch at %p (not coalesced)", (void *)w->base, p);
+    w->free_spans++;
+  }
+  w->last_free = kind == LARGE_REGION_FREE;
+  for (unsigned i = 0; i < AR_LIVE; i++) {
+    uintptr_t b = (uintptr_t)w->live[i];
+    if (b == 0 || b < a || b >= a + len) continue;
+    CHECK(kind != LARGE_REGION_FREE, "live block %p inside a free region %p+%zu", w->live[i], p, len);
+    w->live_in[i] = 1;
+  }
+  w->at = a + len;
+}
+
+static void ar_check(void **live, unsigned *nfree_out)
+{
+  size_t in[AR_LIVE] = {0};
+  ar_walk_t w = {.live = live, .live_in = in};
+  large_for_each_region(ar_region, &w);
+  CHECK(w.base == NULL || w.at == (uintptr_t)w.base + large_arena_bytes(), "last arena's regions end early");
+  for (unsigned i = 0; i < AR_LIVE; i++)
+    CHECK(live[i] == NULL || in[i], "live block %p in no block region of any arena", live[i]);
+  if (nfree_out) *nfree_out = w.free_spans, nfree_out[1] = w.arenas;
+}
+
+static void ar_fill(uint8_t *p, size_t n, unsigned tag)
+{
+  p[0] = (uint8_t)tag;
+  p[n / 2] = (uint8_t)(tag + 1);
+  p[n - 1] = (uint8_t)(tag + 2);
+}
+
+static void ar_expect(const uint8_t *p, size_t n, unsigned tag, const char *what)
+{
+  CHECK(p[0] == (uint8_t)tag && p[n - 1] == (uint8_t)(tag + 2), "%s: block %p (%zu B) lost its pattern", what,
+        (const void *)p, n);
+}
+
+static void part_arena(void)
+{
+  void *live[AR_LIVE] = {0};
+  size_t size[AR_LIVE] = {0};
+  unsigned tag[AR_LIVE] = {0};
+  uint64_t r = 0x9E3779B97F4A7C15ull;
+  unsigned grows_in_place = 0, steps = 20000;
+  for (unsigned step = 0; step < steps; step++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    unsigned i = (unsigned)(r >> 40) % AR_LIVE, op = (unsigned)(r >> 20) % 8;
+    size_t n = ((size_t)129 << 10) + (size_t)((r >> 8) % ((size_t)3 << 20));
+    if (live[i] == NULL) {
+      uint8_t *p = op == 0 ? hak_calloc(1, n) : hak_malloc(n);
+      CHECK(p != NULL, "step %u: allocation of %zu B failed", step, n);
+      if (op == 0)
+        CHECK(p[0] == 0 && p[n / 2] == 0 && p[n - 1] == 0, "step %u: calloc(%zu) not zero", step, n);
+      live[i] = p, size[i] = n, tag[i] = step;
+      ar_fill(p, n, step);
+    } else if (op < 5) {
+      ar_expect(live[i], size[i], tag[i], "free");
+      hak_free(live[i]);
+      live[i] = NULL;
+    } else {
+      ar_expect(live[i], size[i], tag[i], "realloc");
+      uint8_t *old = live[i];
+      size_t keep = n < size[i] ? n : size[i];
+      uint8_t last = old[keep - 1];
+      uint8_t *p = hak_realloc(old, n);
+      CHECK(p != NULL, "step %u: realloc to %zu B failed", step, n);
+      CHECK(p[0] == (uint8_t)tag[i] && p[keep - 1] == last, "step %u: realloc lost the block's bytes", step);
+      grows_in_place += p == old && n > size[i];
+      live[i] = p, size[i] = n;
+      ar_fill(p, n, tag[i]);
+    }
+    ar_check(live, NULL);
+  }
+  for (unsigned i = 0; i < AR_LIVE; i++)
+    if (live[i] != NULL) {
+      ar_expect(live[i], size[i], tag[i], "final free");
+      hak_free(live[i]);
+      live[i] = NULL;
+    }
+  unsigned counts[2];
+  ar_check(live, counts);
+  CHECK(counts[1] >= 1 && counts[0] == counts[1], "all freed: %u free spans in %u arenas, want one each", counts[0],
+        counts[1]);
+  CHECK(grows_in_place > 0, "no realloc grew a block in place in %u steps", steps);
+  printf("arena: %u steps, %u arenas, %u grown in place, every walk tiled and coalesced\n", steps, counts[1],
+         grows_in_place);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "all";
@@ -678,6 +807,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "batch")) part_batch(), ran++;
   if (all || !strcmp(part, "populate")) part_populate(), ran++;
   if (all || !strcmp(part, "popcount")) part_popcount(), ran++;
+  if (all || !strcmp(part, "arena")) part_arena(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
