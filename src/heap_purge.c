@@ -233,7 +233,6 @@ static size_t heap_cool_slab(slab_t *s, uint32_t epoch, bool force, os_batch_t *
  * -> 303 MiB. With 10 % of blocks live, a page of eight blocks is wholly
  * free 43 % of the time, two pages 19 %. */
 #define HEAP_RUN_PAGES_MIN 1u
-static bool heap_run_bit(const uint64_t *bm, unsigned i) { return (bm[i >> 6] >> (i & 63)) & 1; }
 
 /* The free list's walk: a miss on every block (the blocks were freed long
  * ago, in any order). So the walk goes over up to HEAP_RUN_BATCH slabs'
@@ -280,10 +279,10 @@ static void heap_run_walk(slab_t **v, unsigned k, heap_run_map_t *freed) {
  * [*i, *j). False when there is none. */
 static bool heap_run_next(const uint64_t *bm, unsigned cap, unsigned *i, unsigned *j) {
   unsigned a = *i;
-  while (a < cap && !heap_run_bit(bm, a)) a++;
+  while (a < cap && !hak_bit_test(bm, a)) a++;
   if (a >= cap) return false;
   unsigned e = a + 1;
-  while (e < cap && heap_run_bit(bm, e)) e++;
+  while (e < cap && hak_bit_test(bm, e)) e++;
   *i = a;
   *j = e;
   return true;

@@ -175,6 +175,10 @@ extern __thread char tls_tid_anchor __attribute__((tls_model("initial-exec")));
 
 HAK_INLINE size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
+/* Bit i of the bitmap bm (64 bits a word): the arenas' granule maps and
+ * the cooling's free-block maps. */
+HAK_INLINE bool hak_bit_test(const uint64_t *bm, uint32_t i) { return (bm[i >> 6] >> (i & 63)) & 1; }
+
 /* Set bits of x. Baseline x86-64 has no popcnt instruction, so gcc turns
  * __builtin_popcountll into a call to libgcc's __popcountdi2 (5 % of the
  * arenas' instructions on bench_mid_large_mt 64 KiB..1 MiB); the

@@ -241,7 +241,7 @@ static bool arena_all_warm(large_arena_t *a, uint32_t start, uint32_t n) {
 }
 
 static bool arena_granule_warm(const large_arena_t *a, uint32_t g) {
-  return (a->warm[g >> 6] >> (g & 63)) & 1;
+  return hak_bit_test(a->warm, g);
 }
 
 static unsigned arena_bin(uint32_t count) {
@@ -292,7 +292,7 @@ static uint32_t arena_fit(const large_arena_t *a, uint32_t grans) {
   return UINT32_MAX;
 }
 
-static bool arena_is_start(const large_arena_t *a, uint32_t g) { return (a->starts[g >> 6] >> (g & 63)) & 1; }
+static bool arena_is_start(const large_arena_t *a, uint32_t g) { return hak_bit_test(a->starts, g); }
 
 /* [start, start+count), count > 0, becomes a free span freed at ms. */
 static void arena_span_add(large_arena_t *a, uint32_t start, uint32_t count, uint64_t ms) {
@@ -504,7 +504,7 @@ static void arena_decommit(large_arena_t *a, uint32_t lo, uint32_t n) {
 }
 
 static bool arena_granule_recent(const large_arena_t *a, uint32_t g) {
-  return (a->recent[g >> 6] >> (g & 63)) & 1;
+  return hak_bit_test(a->recent, g);
 }
 
 /* Decommit free spans idle for the purge delay, and at the end of an
@@ -812,12 +812,12 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
          * and a memset would only fault them in. */
         uint8_t *end = user + (size ? size : 1);
         for (uint32_t j = 0; j < grans;) {
-          if (!((warm[j >> 6] >> (j & 63)) & 1)) {
+          if (!hak_bit_test(warm, j)) {
             j++;
             continue;
           }
           uint32_t k = j;
-          while (k < grans && ((warm[k >> 6] >> (k & 63)) & 1)) k++;
+          while (k < grans && hak_bit_test(warm, k)) k++;
           uint8_t *lo = span + ((size_t)j << ARENA_GRAN_SHIFT), *hi = span + ((size_t)k << ARENA_GRAN_SHIFT);
           if (lo < user) lo = user;
           if (hi > end) hi = end;
