@@ -41,10 +41,13 @@ static void *alloc_oom_refill(heap_t *h, unsigned cls, uintptr_t align) {
 #define ALLOC_CALLOC_CLEAN_MIN ((size_t)1024)
 
 /* A large block, retried once after a collection (not for a size no
- * mapping can hold: that fails at once). */
+ * mapping can hold, nor one beyond RAM and swap, which the kernel refuses
+ * whatever sits idle: a program that probes with absurd sizes would
+ * otherwise give back every idle page at each probe and fault them in
+ * again). */
 static void *alloc_large(size_t size, size_t align, bool *zeroed) {
   void *p = large_alloc(size, align, zeroed);
-  if (HAK_UNLIKELY(p == NULL) && size < (size_t)PTRDIFF_MAX / 2) {
+  if (HAK_UNLIKELY(p == NULL) && size < (size_t)PTRDIFF_MAX / 2 && size < os_backable_bytes()) {
     alloc_oom_collect();
     p = large_alloc(size, align, zeroed);
   }

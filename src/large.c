@@ -720,7 +720,7 @@ static uint8_t *large_fit_cached(large_slot_t e, size_t need, bool exact, size_t
     *size = need;
     return base;
   }
-  uint8_t *target = os_map_aligned(need, HAK_SS_SIZE);
+  uint8_t *target = os_map_block(need, HAK_SS_SIZE);
   if (target != NULL && os_remap_to(base, *size, need, target)) {
     *size = need;
     return target;
@@ -844,7 +844,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
   if (cached.base != NULL || (align <= HAK_SS_SIZE / 2 && large_cache_take(need, &cached)))
     base = large_fit_cached(cached, need, exact, &map_size);
   if (base == NULL) {
-    base = os_map_aligned(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
+    base = os_map_block(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
     if (base == NULL) {
       /* alloc.c gives back what sits idle in every heap, list and cache,
        * and asks once more. */
@@ -994,7 +994,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
     return p;
   }
   /* Move the pages to a fresh aligned range: no copy, alignment kept. */
-  uint8_t *target = os_map_aligned(need, HAK_SS_SIZE);
+  uint8_t *target = os_map_block(need, HAK_SS_SIZE);
   if (target == NULL) return NULL;
   size_t old_size = h->map_size;
   if (!os_remap_to(h->base, old_size, need, target)) {

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,12 @@ void os_init(void) {
   os_vdso_gettime = os_vdso_lookup();
 }
 
+size_t os_backable_bytes(void) {
+  struct sysinfo si;
+  if (syscall(SYS_sysinfo, &si) != 0) return SIZE_MAX;
+  return ((size_t)si.totalram + (size_t)si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
+}
+
 unsigned os_cpu_count(void) {
   static unsigned cpus; /* 0 until first asked */
   unsigned n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
@@ -156,9 +163,12 @@ static void os_account_bytes(size_t size) {
   }
 }
 
-static void *os_mmap_raw(void *hint, size_t size) {
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+/* reserve: MAP_NORESERVE, for address space the program may never touch
+ * whole (superslabs, arenas, metadata). Without it the kernel's overcommit
+ * policy judges the request as it judges glibc's mmap of a big block. */
+static void *os_mmap_raw(void *hint, size_t size, bool reserve) {
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | (reserve ? MAP_NORESERVE : 0), -1, 0);
   atomic_fetch_add_explicit(&os_stats.mmap_calls, 1, memory_order_relaxed);
   if (p == MAP_FAILED) return NULL;
   os_account_bytes(size);
@@ -177,7 +187,7 @@ static void os_munmap_raw(void *p, size_t size) {
 
 void *os_map(size_t size) {
   int saved = errno;
-  void *p = os_mmap_raw(NULL, size);
+  void *p = os_mmap_raw(NULL, size, true);
   errno = saved;
   return p;
 }
@@ -195,13 +205,13 @@ static void os_advise_thp(void *p, size_t size) {
 #endif
 }
 
-void *os_map_aligned(size_t size, size_t align) {
+static void *os_map_aligned_as(size_t size, size_t align, bool reserve) {
   int saved = errno;
   if (size + align < size) return NULL;
   uintptr_t hint = atomic_load_explicit(&os_hint, memory_order_relaxed);
   if (hint > size + align) {
     uintptr_t want = (hint - size) & ~(uintptr_t)(align - 1);
-    void *p = os_mmap_raw((void *)want, size);
+    void *p = os_mmap_raw((void *)want, size, reserve);
     if (p != NULL) {
       if (((uintptr_t)p & (align - 1)) == 0) {
         atomic_store_explicit(&os_hint, (uintptr_t)p, memory_order_relaxed);
@@ -213,7 +223,7 @@ void *os_map_aligned(size_t size, size_t align) {
     }
   }
   /* Over-map by the alignment and trim both ends. */
-  char *raw = os_mmap_raw(NULL, size + align);
+  char *raw = os_mmap_raw(NULL, size + align, reserve);
   if (raw == NULL) {
     errno = saved;
     return NULL;
@@ -228,6 +238,10 @@ void *os_map_aligned(size_t size, size_t align) {
   errno = saved;
   return (void *)base;
 }
+
+void *os_map_aligned(size_t size, size_t align) { return os_map_aligned_as(size, align, true); }
+
+void *os_map_block(size_t size, size_t align) { return os_map_aligned_as(size, align, false); }
 
 void os_unmap(void *p, size_t size) { os_munmap_raw(p, size); }
 

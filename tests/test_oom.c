@@ -4,7 +4,11 @@
  * were live stay intact, and allocation works again once memory is freed.
  * Absurd sizes fail cleanly without any limit.
  *
- *   test_oom [SECTION]     sections: absurd large small mixed realloc threads
+ * Beyond RAM and swap, with the kernel's default (heuristic) overcommit,
+ * a block fails as glibc's does, instead of mapping address space the
+ * machine cannot back.
+ *
+ *   test_oom [SECTION]     sections: absurd large huge small mixed entry threads overcommit
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -63,8 +67,9 @@ static void sec_absurd(void)
   errno = 0;
   p = calloc(opaque_size((size_t)1 << 32), (size_t)1 << 32);
   CHECK(p == NULL && errno == ENOMEM, "calloc(2^32, 2^32) = %p errno %d", p, errno);
-  /* 64 TiB fits the address space: the kernel may grant it (hakmem maps
-   * without reservation); then it must be usable (zero) at both ends */
+  /* 64 TiB fits the address space: the kernel may grant it (under
+   * overcommit mode 1; sec_overcommit judges mode 0); then it must be
+   * usable (zero) at both ends */
   errno = 0;
   p = calloc(opaque_size((size_t)1 << 46), 1);
   if (p != NULL) {
@@ -249,9 +254,97 @@ static void sec_threads(void)
   printf("threads: 4 threads allocated %zu blocks until ENOMEM and freed them\n", total);
 }
 
+/* /proc/sys/vm/overcommit_memory (0 heuristic, 1 always, 2 strict), -1 if
+ * unreadable. */
+static int overcommit_mode(void)
+{
+  FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+  int m = -1;
+  if (f != NULL) {
+    if (fscanf(f, "%d", &m) != 1) m = -1;
+    fclose(f);
+  }
+  return m;
+}
+
+/* MemTotal + SwapTotal from /proc/meminfo, in bytes (0 if unreadable). */
+static size_t ram_and_swap(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  CHECK(f != NULL, "open meminfo");
+  char line[256];
+  size_t total = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long kb;
+    if (sscanf(line, "MemTotal: %lu kB", &kb) == 1 || sscanf(line, "SwapTotal: %lu kB", &kb) == 1)
+      total += (size_t)kb << 10;
+  }
+  fclose(f);
+  return total;
+}
+
+/* A block twice RAM and swap: the default heuristic refuses such a
+ * mapping, so malloc, calloc, posix_memalign, realloc and a huge
+ * alignment fail with ENOMEM (as under glibc) and old blocks stay intact;
+ * afterwards a big block still works. Under another mode the kernel may
+ * grant it: then only its use is checked. */
+static void sec_overcommit(void)
+{
+  int mode = overcommit_mode();
+  size_t big = ram_and_swap() * 2;
+  CHECK(big > 0, "no MemTotal in /proc/meminfo");
+  if (big > ((size_t)1 << 45)) big = (size_t)1 << 45;
+  void *p;
+  char *keep = malloc(40 * MiB); /* a dedicated mapping (above the arenas' 32 MiB) */
+  CHECK(keep != NULL, "malloc(40 MiB)");
+  memset(keep, 0x5a, 40 * MiB);
+  if (mode != 0) {
+    p = malloc(opaque_size(big));
+    if (p != NULL) {
+      ((volatile char *)p)[0] = 1;
+      free(p);
+    }
+    printf("overcommit: mode %d, not the heuristic: malloc(%zu GiB) %s, not judged\n", mode, big >> 30,
+           p != NULL ? "granted" : "refused");
+  } else {
+    errno = 0;
+    p = malloc(opaque_size(big));
+    CHECK(p == NULL && errno == ENOMEM, "malloc(%zu GiB, twice RAM and swap) = %p errno %d", big >> 30, p, errno);
+    errno = 0;
+    p = calloc(opaque_size(big / 4096), 4096);
+    CHECK(p == NULL && errno == ENOMEM, "calloc(%zu GiB) = %p errno %d", big >> 30, p, errno);
+    p = (void *)1;
+    int e = posix_memalign(&p, (size_t)4 << 20, opaque_size(big));
+    CHECK(e == ENOMEM && p == (void *)1, "posix_memalign(4 MiB, %zu GiB) = %d", big >> 30, e);
+    size_t al = 1;
+    while (al < big) al <<= 1;
+    e = posix_memalign(&p, opaque_size(al), 64);
+    CHECK(e == ENOMEM && p == (void *)1, "posix_memalign(%zu GiB alignment, 64) = %d", al >> 30, e);
+    char *small = malloc(100);
+    CHECK(small != NULL, "malloc(100)");
+    memset(small, 0x33, 100);
+    errno = 0;
+    p = realloc(small, opaque_size(big));
+    CHECK(p == NULL && errno == ENOMEM, "realloc(100 B -> %zu GiB) = %p errno %d", big >> 30, p, errno);
+    for (int i = 0; i < 100; i++) CHECK(small[i] == 0x33, "realloc's failure changed the old block");
+    free(small);
+    errno = 0;
+    p = realloc(keep, opaque_size(big));
+    CHECK(p == NULL && errno == ENOMEM, "realloc(40 MiB -> %zu GiB) = %p errno %d", big >> 30, p, errno);
+    printf("overcommit: heuristic mode: %zu GiB (twice RAM and swap) refused by malloc, calloc, posix_memalign, "
+           "realloc\n", big >> 30);
+  }
+  for (size_t i = 0; i < 40 * MiB; i += 4096) CHECK(keep[i] == 0x5a, "the 40 MiB block changed at %zu", i);
+  free(keep);
+  p = malloc(256 * MiB);
+  CHECK(p != NULL, "malloc(256 MiB) after the refusals");
+  memset(p, 1, 256 * MiB);
+  free(p);
+}
+
 static const struct { const char *name; void (*fn)(void); } secs[] = {
     {"absurd", sec_absurd}, {"large", sec_large}, {"huge", sec_huge}, {"small", sec_small},
-    {"mixed", sec_mixed},   {"entry", sec_entry}, {"threads", sec_threads},
+    {"mixed", sec_mixed},   {"entry", sec_entry}, {"threads", sec_threads}, {"overcommit", sec_overcommit},
 };
 
 int main(int argc, char **argv)
