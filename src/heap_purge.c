@@ -500,6 +500,8 @@ static uint64_t heap_idle_gap(void) {
 static bool heap_has_big(const heap_t *h);
 static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
   *again = UINT64_MAX;
+  /* A fork child's dead heap first: nothing of it is read. */
+  if (h->dead) return false;
   /* Acquire, both: a heap reopened for a new thread (heap_new), and one
    * whose thread refilled since it was (re)initialised, is seen whole. */
   uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_acquire);
@@ -512,7 +514,7 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
   if (d == 0 && !atomic_load_explicit(&h->lists_waiting, memory_order_relaxed) &&
       tick == atomic_load_explicit(&h->lists_tick, memory_order_relaxed) && !cool)
     return false;
-  if (h->dead || (__atomic_load_n(&h->tid, __ATOMIC_RELAXED) & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT))) return false;
+  if (__atomic_load_n(&h->tid, __ATOMIC_RELAXED) & (HAK_TID_EXIT_BIT | HAK_TID_PROF_BIT)) return false;
   /* Idle: no refill and no CPU time since the last look. A thread that
    * waits for a core (16 threads on 2) refills nothing for a while but
    * runs between the looks. */
