@@ -749,10 +749,10 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     if (!pooled) {
       h->dead = true;
       /* Its slabs are in those abandoned superslabs, which threads here
-       * adopt, empty and unmap: nothing of the heap may point at them
-       * (the idle-heap collector read a dead heap's current slab after
-       * the child had unmapped it: a child in 500-650 of test_stress
-       * fork's crashed). A pooled heap was reset when it retired. */
+       * adopt, empty and unmap: nothing of the heap may point at them.
+       * The idle-heap collector read a dead heap's current slab after the
+       * child had unmapped it, and one child in 500..650 of test_stress
+       * fork died. A pooled heap was reset when it retired. */
       heap_reset(h);
     }
     for (unsigned k = 0; k < SS_KINDS; k++) h->owned_head[k] = h->owned_tail[k] = NULL;

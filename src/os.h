@@ -32,7 +32,7 @@ extern size_t os_page_size;
 void os_init(void);
 /* The CPUs this process may run on (its affinity at the first call), >= 1. */
 unsigned os_cpu_count(void);
-/* RAM and swap: more than the kernel could ever back (SIZE_MAX if it
+/* RAM and swap: the most the kernel could ever back (SIZE_MAX if it
  * cannot say). One system call; for failure paths. */
 size_t os_backable_bytes(void);
 /* Transparent huge pages for aligned regions (values as HAKMEM_THP's). */
@@ -43,13 +43,14 @@ void *os_map(size_t size);
 /* Mapping of size bytes whose base is a multiple of align (power of two,
  * >= page size). */
 void *os_map_aligned(size_t size, size_t align);
-/* The same for one block of the program (a dedicated mapping), charged to
- * the kernel's overcommit accounting: os_map and os_map_aligned reserve
- * (MAP_NORESERVE), so malloc(30 GiB) on a 24 GiB machine without swap
- * succeeded, and the program met the OOM killer when it touched the
- * pages, where glibc and tcmalloc return NULL with ENOMEM (the default
- * heuristic mode refuses a mapping larger than RAM and swap; mode 1
- * never refuses, mode 2 counts every mapping either way). */
+/* The same for one block of the program (a dedicated mapping), without
+ * the MAP_NORESERVE that os_map and os_map_aligned pass: the kernel's
+ * overcommit policy judges it as it judges glibc's mmap of a big block.
+ * Reserved, malloc(30 GiB) on a 24 GiB machine without swap succeeded and
+ * the program met the OOM killer at its first touch, where glibc and
+ * tcmalloc return NULL with ENOMEM (the default heuristic refuses a
+ * mapping larger than RAM and swap; mode 1 never refuses; mode 2 counts
+ * every mapping either way). */
 void *os_map_block(size_t size, size_t align);
 void os_unmap(void *p, size_t size);
 /* Make pages inaccessible (guard pages of the secure build). */
