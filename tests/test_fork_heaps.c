@@ -32,7 +32,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int ready, stop;
 
-static unsigned char pat(unsigned t, unsigned i) { return (unsigned char)(0x41 + t * 31 + i * 7); }
+/* Each block's pattern key (testutil.h's pat_*). */
+static uint64_t key(unsigned t, unsigned i) { return (uint64_t)t << 32 | i; }
 
 static void *holder(void *arg)
 {
@@ -41,7 +42,7 @@ static void *holder(void *arg)
     len[t][i] = 8192 + (size_t)((i * 2654435761u + t) % (24 * 1024));
     blk[t][i] = malloc(len[t][i]);
     CHECK(blk[t][i] != NULL, "malloc(%zu)", len[t][i]);
-    memset(blk[t][i], pat(t, i), len[t][i]);
+    pat_fill(blk[t][i], len[t][i], key(t, i));
   }
   pthread_mutex_lock(&mu);
   ready++;
@@ -57,7 +58,8 @@ static void child(void)
   for (unsigned t = 0; t < THREADS; t++)
     for (unsigned i = 0; i < BLOCKS; i++) {
       unsigned char *p = blk[t][i];
-      CHECK(p[0] == pat(t, i) && p[len[t][i] - 1] == pat(t, i), "child: block %u of thread %u changed", i, t);
+      CHECK(p[0] == pat_byte(key(t, i), 0) && p[len[t][i] - 1] == pat_byte(key(t, i), len[t][i] - 1),
+            "child: block %u of thread %u changed", i, t);
       free(p);
     }
   /* The purge thread's passes run while this thread sleeps and allocates:
