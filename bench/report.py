@@ -54,6 +54,9 @@ DESCRIPTIONS = {
     "size_runs_16t": "as size_runs with 16 threads on 2 cores",
     "size_runs_ring": "as size_runs, each up-run freed by the next thread of a ring (sh8bench's cross-thread frees)",
     "size_runs_ring_16t": "as size_runs_ring with 16 threads on 2 cores",
+    "batch_mix": "2 threads, rounds of 4 000 blocks of 1 B–1000 B (sizes interleaved), all freed at the end of each round, every free local",
+    "batch_mix_1t": "as batch_mix with 1 thread",
+    "batch_mix_16t": "as batch_mix with 16 threads on 2 cores",
     "stress": "rounds of 2 threads keeping 2000 blocks each and swapping one in four through a shared array of 1000 (mimalloc's test-stress pattern)",
     "stress_16t": "as stress with 16 threads on 2 cores",
     "size_mix": "1 thread, 70% 16–256 B, 20% –4 KiB, 9% –32 KiB, 1% –128 KiB, random lifetimes, 5% realloc growth",
@@ -83,11 +86,11 @@ CROSS_THREAD = ["larson", "larson_1k", "larson_10k", "larson_sized", "prodcons",
                                              "xmalloc_16t", "thread_churn_16t", "thread_churn_64t", "rounds_16t",
                                              "mid_mt_16t", "small_ws_64t", "written_mixed_16t", "written_big_16t",
                                              "idle_16t", "size_runs_16t", "size_runs_ring_16t",
-                                             "stress", "stress_16t"]
+                                             "stress", "stress_16t", "batch_mix_16t"]
 # Many more threads than cores (issue 19): speed and peak RSS against the peers.
 MANY_THREAD = ["larson_16t", "larson_16t_5k", "larson_64t", "prodcons_16t", "prodcons_64t", "xmalloc_16t",
                "thread_churn_16t", "thread_churn_64t", "rounds_16t", "mid_mt_16t", "small_ws_64t", "written_mixed_16t",
-               "written_big_16t", "idle_16t", "size_runs_16t", "size_runs_ring_16t", "stress_16t"]
+               "written_big_16t", "idle_16t", "size_runs_16t", "size_runs_ring_16t", "stress_16t", "batch_mix_16t"]
 # The row that measures what a process gives back while its threads sleep
 # (bench_idle): its RSS samples after the last free, in ms.
 IDLE = "idle_16t"
