@@ -87,7 +87,7 @@ static unsigned heap_batch_widen(slab_t *s, unsigned have) {
   unsigned fresh = (unsigned)(s->capacity - s->carved);
   if (fresh > sc_batch[s->cls]) fresh = sc_batch[s->cls];
   s->free = NULL;
-  ss_slab_carve(s);
+  ss_slab_carve(s, false); /* two pages ahead, no more (HEAP_BATCH_PAGES) */
   if (old != NULL) {
     block_t *head = have <= fresh ? old : s->free, *tail = head;
     for (block_t *nx; (nx = blk_next(tail)) != NULL && slab_holds(s, nx);) tail = nx;

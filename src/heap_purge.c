@@ -626,8 +626,8 @@ static bool heap_has_big(const heap_t *h) {
 
 /* Adds the pages inside the free blocks of s's list to ob, from the
  * first block past the head if skip_head; returns the bytes. Reads the
- * list only. */
-static size_t heap_idle_cool_slab(const slab_t *s, bool skip_head, os_batch_t *ob) {
+ * list only; marks the slab's gaps (superslab.h). */
+static size_t heap_idle_cool_slab(slab_t *s, bool skip_head, os_batch_t *ob) {
   size_t total = 0;
   block_t *b = __atomic_load_n(&s->free, __ATOMIC_ACQUIRE);
   if (skip_head && b != NULL && slab_holds(s, b)) b = blk_next(b);
@@ -637,6 +637,7 @@ static size_t heap_idle_cool_slab(const slab_t *s, bool skip_head, os_batch_t *o
     if (hi > lo) {
       os_batch_add(ob, (void *)lo, hi - lo);
       total += hi - lo;
+      __atomic_store_n(&s->gaps, 1, __ATOMIC_RELAXED); /* not warm when freed (ss_slab_free) */
     }
     b = blk_next(b);
   }

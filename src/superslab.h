@@ -103,7 +103,11 @@ typedef struct slab {
    * and its `used` when a pass last cooled it. */
   uint32_t cool_mark;
   uint16_t cool_used;
-  uint16_t pad1;
+  /* Pages from the one holding `area` that are resident for sure: while
+   * the slab is free and dirty, those its blocks were linked over before
+   * it was freed; in use, that count as it was taken (0 if it was clean).
+   * A carve takes every block up to there at once (ss_slab_carve). */
+  uint16_t warm_pages;
   /* The heap's refill count when this slab was last taken back from
    * parking (heap_park): it parks again only after another refill. */
   uint32_t park_tick;
@@ -120,7 +124,10 @@ typedef struct slab {
   uint64_t span;              /* capacity * bsize: the block area's bytes */
   uint16_t capacity;          /* blocks in the slab */
   uint8_t cls;                /* size class */
-  uint8_t pad2;
+  uint8_t gaps;               /* since it was taken, a page of its carved
+                                 blocks may have left memory (a block went
+                                 cold) or never been touched (calloc took
+                                 blocks of a clean slab unlinked) */
   uint32_t bsize;             /* block size */
   uint32_t index;             /* slab index in its superslab */
   /* The collector of an idle heap's delayed list (heap_collect_idle),
@@ -129,7 +136,9 @@ typedef struct slab {
   uint32_t collect_stamp;
   uint16_t collect_n;
   uint8_t collect_done;
-  uint8_t pad3[5];
+  uint8_t pad3;
+  uint32_t warm_kid;          /* free: the kernel id of the thread whose heap
+                                 freed it (0: none; heap_take_slab) */
 } slab_t;
 
 #define SS_POP_HOT 0x8000u
@@ -263,6 +272,7 @@ HAK_INLINE void slab_cold_push(slab_t *s, block_t *b, uint32_t n) {
   ANN_FREE_WRITE(((uintptr_t *)b)[2], (uintptr_t)n);
   blk_set_next(b, s->cold);
   s->cold = b;
+  __atomic_store_n(&s->gaps, 1, __ATOMIC_RELAXED); /* also the idle-heap collector's */
 }
 
 /* A superslab's kind: the slab size a class asks for (sc_kind). */
@@ -416,8 +426,9 @@ void ss_abandon_note_free(void);
 void ss_cache_unmap_all(void);
 /* Initialise slab idx of ss for class cls, owned by owner. */
 slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owner);
-/* Carve the next batch of fresh blocks onto the (empty) free list. */
-void ss_slab_carve(slab_t *s);
+/* Carve the next batch of fresh blocks onto the (empty) free list: a
+ * page's worth, or if warm every block up to the slab's resident pages. */
+void ss_slab_carve(slab_t *s, bool warm);
 /* Move up to a carve batch of the first cold run onto the (empty) free
  * list, in address order; the rest of the run stays cold (its new first
  * block's page is faulted in to hold the link, as the next batch's
