@@ -407,6 +407,10 @@ void ss_slab_uncool(slab_t *s) {
   s->free = ss_link_run((uint8_t *)b, k, s->bsize);
 }
 
+/* The page holding s's first block: pop_pages and warm_pages count pages
+ * from it. */
+static uintptr_t ss_area_page(const slab_t *s) { return (uintptr_t)s->area & ~(uintptr_t)(os_page_size - 1); }
+
 /* Carving a clean slab writes a link into every block of the batch, and
  * each new page costs a fault (ruby's gc_phases: 63 % of its 283 000
  * faults were in the carve). One MADV_POPULATE_WRITE over the pages ahead
@@ -419,7 +423,7 @@ void ss_slab_uncool(slab_t *s) {
 #define SS_POP_AHEAD ((uintptr_t)16 << 10)
 static void ss_carve_populate(slab_t *s, const uint8_t *first, unsigned n, size_t bs) {
   uintptr_t pg = os_page_size;
-  uintptr_t base = (uintptr_t)s->area & ~(pg - 1);
+  uintptr_t base = ss_area_page(s);
   uintptr_t need = (((uintptr_t)first + (size_t)(n - 1) * bs) & ~(pg - 1)) + pg;
   uintptr_t done = base + (uintptr_t)(s->pop_pages & ~SS_POP_HOT) * pg;
   if (need <= done) return;
@@ -490,7 +494,7 @@ void ss_slab_carve(slab_t *s, bool warm) {
      * page at a time, round after round: a refill per ten allocations,
      * 0.68x tcmalloc's speed. */
     uintptr_t pg = os_page_size;
-    uintptr_t warm_end = ((uintptr_t)s->area & ~(pg - 1)) + (uintptr_t)s->warm_pages * pg;
+    uintptr_t warm_end = ss_area_page(s) + (uintptr_t)s->warm_pages * pg;
     if (warm_end > (uintptr_t)first + bs) {
       size_t w = (warm_end - (uintptr_t)first) / bs;
       if (w > n) n = w > left ? left : (unsigned)w;
@@ -509,7 +513,7 @@ void ss_slab_carve(slab_t *s, bool warm) {
 
 void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
   uint64_t bit = (uint64_t)1 << s->index;
-  s->warm_kid = 0; /* heap_release_slab_due names the thread */
+  s->warm_kid = 0; /* heap_slab_emptied names the thread, after this */
   /* What the next class to take it may carve at once (warm_pages): the
    * pages its blocks were linked over, each holding a block's start while
    * blocks are a page or less, and what it held when taken. Nothing if
@@ -518,9 +522,8 @@ void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
   if (__atomic_load_n(&s->gaps, __ATOMIC_RELAXED)) {
     s->warm_pages = 0;
   } else if (s->bsize <= os_page_size && s->carved != 0) {
-    uintptr_t pg = os_page_size, base = (uintptr_t)s->area & ~(pg - 1);
     uintptr_t end = (uintptr_t)s->area + (size_t)s->carved * s->bsize;
-    size_t pages = (end - base) / pg; /* whole pages: the last may be partly linked */
+    size_t pages = (end - ss_area_page(s)) / os_page_size; /* whole pages: the last may be partly linked */
     if (pages > s->warm_pages) s->warm_pages = (uint16_t)pages;
   }
   atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);

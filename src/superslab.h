@@ -137,8 +137,9 @@ typedef struct slab {
   uint16_t collect_n;
   uint8_t collect_done;
   uint8_t pad3;
-  uint32_t warm_kid;          /* free: the kernel id of the thread whose heap
-                                 freed it (0: none; heap_take_slab) */
+  uint32_t warm_kid;          /* free: the kernel id of the thread whose own
+                                 frees emptied it (0: none, or released
+                                 otherwise; heap_slab_emptied, heap_take_slab) */
 } slab_t;
 
 #define SS_POP_HOT 0x8000u
