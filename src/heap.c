@@ -15,7 +15,7 @@
  * refill returns NULL (errno ENOMEM) when out of memory, and alloc.c
  * collects and retries.
  * May call: heap_purge.c, heap_prof.c, heap_xc.c (that build only),
- * superslab, remote, decay (idle reports and safe points), prof
+ * superslab, remote, lock, decay (idle reports and safe points), prof
  * (prof_alloc), sizeclass, report, options, os, stats.
  */
 #include "heap.h"
@@ -60,10 +60,10 @@ static void heap_front_open(void) {
   heap_front.fast_max = HAK_FAST_MAX;
 }
 
-static pthread_mutex_t heap_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t heap_pool_lock = LOCK_INIT;
 static heap_t *heap_pool;     /* heaps of exited threads */
 static unsigned heap_live_n;  /* heaps out of the pool (remote_threads_set) */
-static pthread_mutex_t heap_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t heap_prof_lock = LOCK_INIT;
 static heap_t *heap_prof;     /* the shared profiling heap (heap_prof_sample) */
 static uint8_t *heap_chunk;       /* carving area for new heap structs */
 static size_t heap_chunk_left;
@@ -122,7 +122,7 @@ static void heap_reset(heap_t *h) {
 
 static heap_t *heap_new(void) {
   heap_t *h = NULL;
-  pthread_mutex_lock(&heap_pool_lock);
+  lock_acquire(&heap_pool_lock);
   if (heap_pool != NULL) {
     h = heap_pool;
     heap_pool = h->pool_next;
@@ -143,17 +143,17 @@ static heap_t *heap_new(void) {
       h = (heap_t *)heap_chunk;
       heap_chunk += sz;
       heap_chunk_left -= sz;
-      pthread_mutex_init(&h->lock, NULL);
+      lock_init(&h->lock);
       h->all_next = heap_all;
       __atomic_store_n(&heap_all, h, __ATOMIC_RELEASE);
     }
   }
   if (h != NULL) remote_threads_set(++heap_live_n, os_cpu_count());
-  pthread_mutex_unlock(&heap_pool_lock);
+  lock_release(&heap_pool_lock);
   if (h == NULL) return NULL;
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   heap_reset(h);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   atomic_store_explicit(&h->delayed, 0, memory_order_release);
   return h;
 }
@@ -507,9 +507,9 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
 
 /* NULL when out of memory: alloc.c collects and retries the refill. */
 static slab_t *heap_new_slab(heap_t *h, unsigned cls) {
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   slab_t *s = heap_new_slab_locked(h, cls);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   return s;
 }
 
@@ -523,7 +523,7 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
    * took every superslab it freed into would hold them all. Under h's lock:
    * a purge pass of another thread may be moving h's superslabs. */
   heap_owner_enter(h);
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   superslab_t *own = h->owned_head[ss->kind];
   bool take = false;
   int pub = REMOTE_OK;
@@ -537,7 +537,7 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
     take = ss_abandon_take(ss);
     if (take) heap_adopt(h, ss);
   }
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   heap_owner_exit(h);
   if (pub == REMOTE_ABANDONED) ss_abandon_note_free();
   return take;
@@ -549,12 +549,12 @@ void heap_slab_emptied(heap_t *h, slab_t *s) {
   if (s == h->cur[s->cls]) return; /* keep the current slab: it is reused next */
   heap_owner_enter(h);
   if (s->on_list) heap_list_remove(h, s);
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   heap_release_slab(h, s);
   /* Its thread emptied it with its own frees: the one slab release that
    * makes it warm for the thread's next take (heap_take_slab). */
   s->warm_kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   heap_owner_exit(h);
 }
 
@@ -564,7 +564,7 @@ void heap_park(heap_t *h, slab_t *s) {
   if (h->batch != NULL || s->park_tick == h->tick) return;
   uint64_t now = os_now_ms();
   heap_set_current(h, c, &heap_empty_slab);
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   slab_t *old = h->parked[c];
   if (old == NULL) h->parked_n++;
   s->freed_ms = now; /* not on a list: prev is free to hold it */
@@ -573,17 +573,17 @@ void heap_park(heap_t *h, slab_t *s) {
    * back: that one is a free slab now, due from when it was parked. */
   if (old != NULL) heap_release_slab_due(h, old, old->freed_ms + opt.purge_delay_ms);
   heap_due(h, now + opt.purge_delay_ms);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   decay_note_idle(atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) + (size_t)s->carved * s->bsize);
 }
 
 /* The class's parked slab, taken back (NULL if a purge pass gave it back
  * meanwhile). */
 static slab_t *heap_unpark(heap_t *h, unsigned cls) {
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   slab_t *s = heap_parked_take(h, cls);
   if (s != NULL) s->park_tick = h->tick;
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
   return s;
 }
 
@@ -610,12 +610,12 @@ static void heap_slab_regained_locked(heap_t *h, slab_t *s, uintptr_t owner) {
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   heap_owner_enter(h);
   if (owner & OWNER_FULL) {
-    pthread_mutex_lock(&h->lock);
+    lock_acquire(&h->lock);
     blk_free(b, s->free);
     s->free = b;
     s->used--;
     heap_slab_regained_locked(h, s, owner);
-    pthread_mutex_unlock(&h->lock);
+    lock_release(&h->lock);
   } else {
     blk_free(b, s->free);
     s->free = b;
@@ -631,7 +631,7 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
  * not freed one by one. Under h->lock (see heap_free_local). */
 static void heap_drain_delayed(heap_t *h, bool close) {
   if (!close && atomic_load_explicit(&h->delayed, memory_order_relaxed) == 0) return;
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   block_t *b = remote_delayed_take(h, close);
   size_t taken = 0;
   while (b != NULL) {
@@ -658,7 +658,7 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     b = next;
   }
   remote_delayed_taken(h, taken);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
 }
 
 void heap_flush_remote(heap_t *h) {
@@ -694,9 +694,9 @@ static void heap_maintain(heap_t *h) {
   if (due != UINT64_MAX || h->cool_ms != UINT64_MAX) {
     uint64_t now = os_now_ms();
     if (now >= due) {
-      pthread_mutex_lock(&h->lock);
+      lock_acquire(&h->lock);
       decay_count(heap_purge(h, now, false));
-      pthread_mutex_unlock(&h->lock);
+      lock_release(&h->lock);
     }
     if (now >= h->cool_ms) {
       decay_count(heap_cool(h, false));
@@ -759,7 +759,7 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2) {
     if (h == keep || h == keep2) continue;
     /* Its superslabs are on the abandoned list now; its lock may have been
      * held by a thread that does not exist here. */
-    pthread_mutex_init(&h->lock, NULL);
+    lock_init(&h->lock);
     bool pooled = false;
     for (heap_t *p = heap_pool; p != NULL; p = p->pool_next) pooled |= p == h;
     if (!pooled) {
@@ -946,7 +946,7 @@ static slab_t *heap_next_slab(heap_t *h, unsigned cls, uintptr_t align, slab_t *
  * their own); its owner tag is no thread's id, so every free of a sampled
  * block reaches free_slow and prof_free. */
 static void *heap_prof_sample(unsigned cls) {
-  pthread_mutex_lock(&heap_prof_lock);
+  lock_acquire(&heap_prof_lock);
   if (heap_prof == NULL) {
     heap_prof = heap_new();
     if (heap_prof != NULL) __atomic_store_n(&heap_prof->tid, (uintptr_t)heap_prof | HAK_TID_PROF_BIT, __ATOMIC_RELAXED);
@@ -958,7 +958,7 @@ static void *heap_prof_sample(unsigned cls) {
     p = heap_alloc_class(heap_prof, cls);
     heap_front.self = self;
   }
-  pthread_mutex_unlock(&heap_prof_lock);
+  lock_release(&heap_prof_lock);
   prof_alloc(p, sc_size[cls]);
   return p;
 }
@@ -1127,15 +1127,15 @@ static void heap_abandon_all(heap_t *h) {
 /* A heap whose thread is gone: its superslabs to the abandoned list, the
  * struct to the pool. */
 static void heap_retire(heap_t *h) {
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   heap_abandon_all(h);
   heap_reset(h);
-  pthread_mutex_unlock(&h->lock);
-  pthread_mutex_lock(&heap_pool_lock);
+  lock_release(&h->lock);
+  lock_acquire(&heap_pool_lock);
   h->pool_next = heap_pool;
   heap_pool = h;
   remote_threads_set(--heap_live_n, os_cpu_count());
-  pthread_mutex_unlock(&heap_pool_lock);
+  lock_release(&heap_pool_lock);
 }
 
 static void heap_thread_exit(void *arg) {
@@ -1167,7 +1167,7 @@ static void heap_thread_exit(void *arg) {
  * once they have been idle for the purge delay (a decay pass) or at
  * hak_collect, it gives them back to the abandoned list, which collects
  * those frees and decommits by time like any exited thread's. */
-static pthread_mutex_t heap_exit_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t heap_exit_lock = LOCK_INIT;
 
 heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
 
@@ -1182,22 +1182,22 @@ heap_t *heap_shared_exit_heap(void) { return heap_exit_heap; }
 static void heap_exit_giveback_locked(heap_t *h) {
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   heap_abandon_all(h);
   heap_reset(h);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
 }
 
 /* Give the exit heap's superslabs back; false if its lock was busy (not
  * blocking) and nothing was done. */
 static bool heap_exit_giveback(bool blocking) {
   if (blocking)
-    pthread_mutex_lock(&heap_exit_lock);
-  else if (pthread_mutex_trylock(&heap_exit_lock) != 0)
+    lock_acquire(&heap_exit_lock);
+  else if (!lock_try(&heap_exit_lock))
     return false;
   heap_t *h = heap_exit_heap;
   if (h != NULL) heap_exit_giveback_locked(h);
-  pthread_mutex_unlock(&heap_exit_lock);
+  lock_release(&heap_exit_lock);
   return true;
 }
 
@@ -1206,7 +1206,7 @@ void heap_exit_release(void) {
 }
 
 void *heap_exit_alloc(unsigned cls) {
-  pthread_mutex_lock(&heap_exit_lock);
+  lock_acquire(&heap_exit_lock);
   if (heap_exit_heap == NULL) {
     heap_t *n = heap_new();
     if (n != NULL) {
@@ -1234,19 +1234,19 @@ void *heap_exit_alloc(unsigned cls) {
       }
     }
   }
-  pthread_mutex_unlock(&heap_exit_lock);
+  lock_release(&heap_exit_lock);
   if (p == NULL) errno = ENOMEM;
   return p;
 }
 
 void heap_lock_all(void) {
-  pthread_mutex_lock(&heap_exit_lock);
-  pthread_mutex_lock(&heap_prof_lock);
-  pthread_mutex_lock(&heap_pool_lock);
+  lock_acquire(&heap_exit_lock);
+  lock_acquire(&heap_prof_lock);
+  lock_acquire(&heap_pool_lock);
 }
 void heap_unlock_all(void) {
-  pthread_mutex_unlock(&heap_pool_lock);
-  pthread_mutex_unlock(&heap_prof_lock);
-  pthread_mutex_unlock(&heap_exit_lock);
+  lock_release(&heap_pool_lock);
+  lock_release(&heap_prof_lock);
+  lock_release(&heap_exit_lock);
 }
 

@@ -21,17 +21,17 @@
  * under the heap's lock (which collects the delayed list of a heap whose
  * thread stopped refilling: heap_purge.c); everything here except the
  * inline accessors is cold.
- * May call: superslab, remote, decay, sizeclass, os, options, prof (batch
+ * May call: superslab, remote, lock, decay, sizeclass, os, options, prof (batch
  * sampling), report (overwritten lists), stats.
  */
 #ifndef HAK_HEAP_H
 #define HAK_HEAP_H
 
 #include "internal.h"
+#include "lock.h"
 #include "remote.h"
 #include "superslab.h"
 
-#include <pthread.h>
 
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
 enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
@@ -94,7 +94,7 @@ typedef struct heap {
    * thread and so guarded by lock. The owner takes it only when a slab
    * changes hands with its superslab (once per slab, not per block); the
    * purge thread only tries it. */
-  pthread_mutex_t lock;
+  hak_lock_t lock;
   /* A class's current slab that emptied with many blocks carved
    * (heap_park): off the direct table and under lock, so that a purge pass
    * may give it back once it has been idle for the purge delay, as any

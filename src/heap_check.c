@@ -7,14 +7,13 @@
  * read the page level); a failed condition stops the process through
  * os_assert_fail with the condition's text. The debug build runs them at
  * every slow path (alloc.c); the release build never calls them.
- * May call: heap (heap_empty_slab), superslab, sizeclass, os (the report).
+ * May call: heap (heap_empty_slab), superslab, lock, sizeclass, os (the report).
  */
 #include "heap.h"
 #include "internal.h"
 #include "sizeclass.h"
 #include "superslab.h"
 
-#include <pthread.h>
 
 #define HEAP_CHECK(e) ((e) ? (void)0 : os_assert_fail(#e, __FILE__, __LINE__))
 
@@ -71,7 +70,7 @@ void heap_check(heap_t *h) {
       if (l == HEAP_WAITING) HEAP_CHECK(n == h->waiting_n[c]);
     }
   }
-  pthread_mutex_lock((pthread_mutex_t *)&h->lock);
+  lock_acquire(&h->lock);
   unsigned parked = 0;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
     const slab_t *p = h->parked[c];
@@ -94,6 +93,6 @@ void heap_check(heap_t *h) {
     }
     HEAP_CHECK(h->owned_tail[k] == prev);
   }
-  pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
+  lock_release(&h->lock);
 }
 

@@ -18,7 +18,7 @@
  * the page level of a heap, and its full slabs' lists, are touched only
  * under its lock; the walks only read (racy sums: heap structs are never
  * unmapped).
- * May call: superslab (slab free, purge, release), remote (the delayed
+ * May call: superslab (slab free, purge, release), lock, remote (the delayed
  * list), decay (idle memory reports), os (the clock, decommit, a
  * thread's CPU clock and state, the process-wide barrier), options,
  * sizeclass (which classes cool), stats
@@ -35,7 +35,6 @@
 #include "stats.h"
 #include "superslab.h"
 
-#include <pthread.h>
 #include <string.h>
 
 heap_t *heap_all;
@@ -63,9 +62,9 @@ void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due) {
 void heap_release_slab(heap_t *h, slab_t *s) { heap_release_slab_due(h, s, os_now_ms() + opt.purge_delay_ms); }
 
 void heap_release_slab_locked(heap_t *h, slab_t *s) {
-  pthread_mutex_lock(&h->lock);
+  lock_acquire(&h->lock);
   heap_release_slab(h, s);
-  pthread_mutex_unlock(&h->lock);
+  lock_release(&h->lock);
 }
 
 /* Decommit h's free slabs idle for the purge delay and release its wholly
@@ -127,7 +126,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
     if (h == skip || h->dead || atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) == 0) continue;
     if (h == self) {
       purged += heap_purge_as(h, now, delay, false, true, false);
-    } else if (pthread_mutex_trylock(&h->lock) == 0) {
+    } else if (lock_try(&h->lock)) {
       /* Another heap's free slabs go whatever their age: self is about to
        * fault in fresh pages that those would have been, had they been
        * its own (peak RSS, median of five: larson_16t 12.0 -> 10.7 MiB,
@@ -147,7 +146,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
         }
         purged += heap_purge_as(h, now, h->grow_spare ? opt.purge_delay_ms / HEAP_GROW_SPARE_STEPS : 0, false, true, true);
       }
-      pthread_mutex_unlock(&h->lock);
+      lock_release(&h->lock);
     }
   }
   return purged;
@@ -773,8 +772,8 @@ void heap_owner_wait(heap_t *h) {
   for (;;) {
     atomic_store_explicit(&h->owner_busy, 0, memory_order_release);
     /* The collector holds the lock while it has the lists. */
-    pthread_mutex_lock(&h->lock);
-    pthread_mutex_unlock(&h->lock);
+    lock_acquire(&h->lock);
+    lock_release(&h->lock);
     atomic_store_explicit(&h->owner_busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&h->claimed, memory_order_acquire) == 0) return;
@@ -853,8 +852,8 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
       continue;
     }
     if (blocking)
-      pthread_mutex_lock(&h->lock);
-    else if (pthread_mutex_trylock(&h->lock) != 0) {
+      lock_acquire(&h->lock);
+    else if (!lock_try(&h->lock)) {
       decay_note_contended();
       if (next_due != NULL && now + 1 < *next_due) *next_due = now + 1;
       continue;
@@ -863,7 +862,7 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
     if (!h->dead && (force || atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) <= now))
       purged += heap_purge(h, now, force);
     due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
-    pthread_mutex_unlock(&h->lock);
+    lock_release(&h->lock);
     /* Come back for the delayed list while it holds blocks. */
     if (heap_collect_due(h, now, &again) || again < due) due = again;
     if (next_due != NULL && due < *next_due) *next_due = due;

@@ -12,13 +12,13 @@
 #include "large.h"
 #include "annotate.h"
 #include "decay.h"
+#include "lock.h"
 #include "report.h"
 #include "options.h"
 #include "os.h"
 #include "ownmap.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 
@@ -134,7 +134,7 @@ typedef struct large_slot {
   uint64_t freed_ms;
 } large_slot_t;
 
-static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t large_lock = LOCK_INIT;
 static _Atomic size_t large_live_maps, large_live_map_bytes; /* dedicated, in use */
 static large_slot_t large_cache[LARGE_CACHE_SLOTS];
 static unsigned large_cache_n;
@@ -169,7 +169,7 @@ static large_slot_t large_cache_remove(unsigned i) {
  * a steady state: test_decay steady.) */
 #define LARGE_GROUPS 8
 typedef struct large_group {
-  pthread_mutex_t lock;
+  hak_lock_t lock;
   large_arena_t *arenas;
   uint64_t next_purge_ms;
   /* Bytes of free arena spans that may be resident: they go back by time
@@ -183,7 +183,7 @@ typedef struct large_group {
    * bench_mid_large_mt (64 KiB..1 MiB) at 10-13 M operations a second
    * against 25-27 M padded; the default library happened to be clear. */
 } __attribute__((aligned(128))) large_group_t;
-static large_group_t large_groups[LARGE_GROUPS] = {[0 ... LARGE_GROUPS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static large_group_t large_groups[LARGE_GROUPS];
 static _Atomic unsigned large_group_turn;
 static HAK_TLS large_group_t *large_my_group;
 
@@ -214,6 +214,20 @@ static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay
 enum { WARM_ALL, WARM_ANY, WARM_COUNT, WARM_SET, WARM_CLEAR };
 static inline uint32_t arena_bits(uint64_t *bits, uint32_t start, uint32_t n, int op) {
   uint32_t w0 = start >> 6, w1 = (start + n - 1) >> 6, c = 0;
+  if (HAK_LIKELY(w0 == w1)) {
+    /* Granules within one word of bits (most blocks of up to 16 granules,
+     * 1 MiB): one mask, no loop. bench_mid_large_mt's 1-thread form with
+     * 64 KiB..1 MiB blocks, under cachegrind: 405 -> 391 instructions an
+     * operation. */
+    uint64_t m = (~(uint64_t)0 >> (64 - n)) << (start & 63), *x = &bits[w0];
+    switch (op) {
+    case WARM_ALL: return (*x & m) == m;
+    case WARM_ANY: return (*x & m) != 0;
+    case WARM_COUNT: return (uint32_t)hak_popcount64(*x & m);
+    case WARM_SET: *x |= m; return 0;
+    default: *x &= ~m; return 0;
+    }
+  }
   uint64_t first = ~(uint64_t)0 << (start & 63), last = ~(uint64_t)0 >> (63 - ((start + n - 1) & 63));
   for (uint32_t w = w0; w <= w1; w++) {
     uint64_t m = (w == w0 ? first : ~(uint64_t)0) & (w == w1 ? last : ~(uint64_t)0);
@@ -673,10 +687,10 @@ static void large_cache_put_locked(large_slot_t e, uint64_t now, large_slot_t *d
 
 static bool large_cache_take(size_t need, large_slot_t *out) {
   if (__atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) == 0) return false;
-  pthread_mutex_lock(&large_lock);
+  lock_acquire(&large_lock);
   int best = large_cache_best_locked(need, false);
   if (best >= 0) *out = large_cache_remove((unsigned)best);
-  pthread_mutex_unlock(&large_lock);
+  lock_release(&large_lock);
   return best >= 0;
 }
 
@@ -704,10 +718,10 @@ static uint8_t *large_fit_cached(large_slot_t e, size_t need, bool exact, size_t
   if (*size >= cut + (exact ? need : HAK_SS_SIZE)) {
     large_slot_t drop[LARGE_CACHE_SLOTS + 1];
     unsigned nd = 0;
-    pthread_mutex_lock(&large_lock);
+    lock_acquire(&large_lock);
     large_cache_put_locked((large_slot_t){base + cut, *size - cut, e.freed_ms}, os_now_ms(), drop, &nd);
     size_t idle = large_cache_bytes;
-    pthread_mutex_unlock(&large_lock);
+    lock_release(&large_lock);
     for (unsigned i = 0; i < nd; i++) os_unmap(drop[i].base, drop[i].size);
     decay_note_idle_locked(idle);
     *size = cut;
@@ -745,14 +759,14 @@ static uint8_t *large_borrow_warm(large_group_t *g, uint32_t grans, size_t end, 
   if (n > LARGE_GROUPS) n = LARGE_GROUPS;
   for (unsigned k = 0; k < n; k++) {
     large_group_t *o = &large_groups[k];
-    if (o == g || pthread_mutex_trylock(&o->lock) != 0) continue;
+    if (o == g || !lock_try(&o->lock)) continue;
     arena_pick_t pk;
     uint8_t *span = NULL;
     bool zero;
     arena_find(o, grans, false, &pk);
     if (pk.warm) span = arena_take_pick(o, grans, pk, out, &zero, NULL);
     if (span != NULL) arena_note_end(*out, span, end);
-    pthread_mutex_unlock(&o->lock);
+    lock_release(&o->lock);
     if (span != NULL) return span;
   }
   return NULL;
@@ -776,7 +790,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     bool zero = false;
     uint64_t warm[ARENA_BLOCK_MAX / ARENA_GRAN / 64] = {0};
     large_group_t *g = large_group_mine();
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     /* Resident pages first: a freed mapping in the cache serves the block
      * before the arenas fault fresh pages in for it. Not for calloc: a
      * cold fit needs no clearing and costs only the pages the program
@@ -785,7 +799,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
      * something (the count is read without it: a stale value costs a
      * look at an empty cache or a missed entry). */
     bool look = zeroed == NULL && __atomic_load_n(&large_cache_n, __ATOMIC_RELAXED) > 0;
-    if (look) pthread_mutex_lock(&large_lock);
+    if (look) lock_acquire(&large_lock);
     int ci = look && large_cache_n > 0 ? large_cache_best_locked(need, true) : -1;
     /* A fit that is not all warm would fault pages in: a cached mapping
      * (resident) serves instead, else for malloc another group's warm
@@ -802,8 +816,8 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
       cached = large_cache_remove((unsigned)ci);
       exact = true; /* held to the page, as the arena would have held it */
     }
-    if (look) pthread_mutex_unlock(&large_lock);
-    pthread_mutex_unlock(&g->lock);
+    if (look) lock_release(&large_lock);
+    lock_release(&g->lock);
     if (span != NULL) {
       uint8_t *user = span + off;
       if (zeroed != NULL && !zero) {
@@ -877,14 +891,14 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
   uint64_t next = UINT64_MAX;
   for (unsigned k = 0; k < LARGE_GROUPS; k++) {
     large_group_t *g = &large_groups[k];
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     g->next_purge_ms = now_ms + opt.purge_delay_ms;
     arena_purge_locked(g, now_ms, force, &next);
-    pthread_mutex_unlock(&g->lock);
+    lock_release(&g->lock);
   }
-  pthread_mutex_lock(&large_lock);
+  lock_acquire(&large_lock);
   nd = large_cache_expire_locked(now_ms, force, drop, &next);
-  pthread_mutex_unlock(&large_lock);
+  lock_release(&large_lock);
   for (unsigned i = 0; i < nd; i++) {
     decay_count(drop[i].size);
     os_unmap(drop[i].base, drop[i].size);
@@ -906,13 +920,13 @@ void large_free(void *p, unsigned v, const char *call) {
   if (h->arena != NULL) {
     large_arena_t *a = h->arena;
     large_group_t *g = a->group;
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     arena_note_end(a, base, 0);
     arena_put(a, (uint32_t)((size_t)(base - a->base) >> ARENA_GRAN_SHIFT),
               (uint32_t)(size >> ARENA_GRAN_SHIFT), now);
     bool due = now >= g->next_purge_ms;
     size_t idle = g->dirty_bytes;
-    pthread_mutex_unlock(&g->lock);
+    lock_release(&g->lock);
     if (due) large_purge(now, false);
     decay_note_idle_locked(idle);
     return;
@@ -923,10 +937,10 @@ void large_free(void *p, unsigned v, const char *call) {
   large_slot_t drop[LARGE_CACHE_SLOTS + 1];
   unsigned nd = 0;
   if (size <= opt.large_cache_bytes) {
-    pthread_mutex_lock(&large_lock);
+    lock_acquire(&large_lock);
     large_cache_put_locked((large_slot_t){base, size, now}, now, drop, &nd);
     size_t idle = large_cache_bytes;
-    pthread_mutex_unlock(&large_lock);
+    lock_release(&large_lock);
     decay_note_idle_locked(idle);
   } else {
     drop[nd++] = (large_slot_t){base, size, now};
@@ -959,7 +973,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
     uint32_t start = (uint32_t)((size_t)(h->base - a->base) >> ARENA_GRAN_SHIFT);
     bool ok = false;
     large_group_t *g = a->group;
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     if (want <= have) {
       if (want < have / 2) arena_put(a, start + want, have - want, os_now_ms());
       else want = have;
@@ -973,7 +987,7 @@ void *large_realloc(void *p, unsigned v, size_t size) {
       }
     }
     if (ok) arena_note_end(a, h->base, off + size);
-    pthread_mutex_unlock(&g->lock);
+    lock_release(&g->lock);
     if (!ok) return NULL;
     h->map_size = (size_t)want << ARENA_GRAN_SHIFT;
     return p;
@@ -1026,29 +1040,29 @@ void large_stats(large_stats_t *out) {
   memset(out, 0, sizeof *out);
   for (unsigned k = 0; k < LARGE_GROUPS; k++) {
     large_group_t *g = &large_groups[k];
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
       out->arenas++;
       out->arena_bytes_used += (size_t)(a->used - 1) << ARENA_GRAN_SHIFT;
     }
-    pthread_mutex_unlock(&g->lock);
+    lock_release(&g->lock);
   }
-  pthread_mutex_lock(&large_lock);
+  lock_acquire(&large_lock);
   out->cached = large_cache_n;
   out->cached_bytes = large_cache_bytes;
-  pthread_mutex_unlock(&large_lock);
+  lock_release(&large_lock);
   out->mappings = atomic_load_explicit(&large_live_maps, memory_order_relaxed);
   out->mapping_bytes = atomic_load_explicit(&large_live_map_bytes, memory_order_relaxed);
 }
 
 /* The groups' locks before the cache's, as large_alloc nests them. */
 void large_lock_all(void) {
-  for (unsigned k = 0; k < LARGE_GROUPS; k++) pthread_mutex_lock(&large_groups[k].lock);
-  pthread_mutex_lock(&large_lock);
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) lock_acquire(&large_groups[k].lock);
+  lock_acquire(&large_lock);
 }
 void large_unlock_all(void) {
-  pthread_mutex_unlock(&large_lock);
-  for (unsigned k = LARGE_GROUPS; k-- > 0;) pthread_mutex_unlock(&large_groups[k].lock);
+  lock_release(&large_lock);
+  for (unsigned k = LARGE_GROUPS; k-- > 0;) lock_release(&large_groups[k].lock);
 }
 
 /* ---- read-only accessor for the statistics' residency walk (stats.c) ----
@@ -1098,14 +1112,14 @@ static void large_group_regions(const large_group_t *g, void (*fn)(const void *p
 void large_for_each_region(void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
   for (unsigned k = 0; k < LARGE_GROUPS; k++) {
     large_group_t *g = &large_groups[k];
-    pthread_mutex_lock(&g->lock);
+    lock_acquire(&g->lock);
     large_group_regions(g, fn, arg);
-    pthread_mutex_unlock(&g->lock);
+    lock_release(&g->lock);
   }
-  pthread_mutex_lock(&large_lock);
+  lock_acquire(&large_lock);
   for (unsigned i = 0; i < large_cache_n; i++)
     fn(large_cache[i].base, large_cache[i].size, LARGE_REGION_CACHED, arg);
-  pthread_mutex_unlock(&large_lock);
+  lock_release(&large_lock);
 }
 
 size_t large_arena_bytes(void) { return ARENA_SIZE; }

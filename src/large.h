@@ -12,7 +12,7 @@
  * block's is told apart without reading outside mapped memory; dedicated
  * mappings go back with munmap and are resized with mremap (pages move, no
  * copy); arena blocks resize in place when their neighbour span is free.
- * May call: os, ownmap, options, decay, report (error reports); registers its purge with decay.
+ * May call: lock, os, ownmap, options, decay, report (error reports); registers its purge with decay.
  */
 #ifndef HAK_LARGE_H
 #define HAK_LARGE_H

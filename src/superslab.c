@@ -3,10 +3,11 @@
  *
  * Owns: the empty-superslab cache and the abandoned lists (each behind its
  * own mutex: these are cold paths, taken once per 4 MiB). Promises: see
- * superslab.h. May call: os, ownmap, sizeclass, options, decay, report.
+ * superslab.h. May call: lock, os, ownmap, sizeclass, options, decay, report.
  */
 #include "superslab.h"
 #include "decay.h"
+#include "lock.h"
 #include "options.h"
 #include "remote.h"
 #include "os.h"
@@ -15,7 +16,6 @@
 #include "report.h"
 #include "stats.h"
 
-#include <pthread.h>
 #include <string.h>
 
 #define SS_CACHE_MAX ((unsigned)opt.ss_cache)
@@ -36,15 +36,15 @@ _Static_assert(sizeof(superslab_t) <= SS_GUARD_OFFSET, "the header ends before t
 #define SS_MAP_SIZE HAK_SS_SIZE
 #endif
 
-static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t ss_cache_lock = LOCK_INIT;
 /* Registry of live superslabs, for statistics only: touched once per 4 MiB
  * acquired or released. */
-static pthread_mutex_t ss_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t ss_registry_lock = LOCK_INIT;
 static superslab_t *ss_registry, *ss_registry_tail; /* live superslabs, newest first */
 static size_t ss_live, ss_abandoned_n;
 static superslab_t *ss_cache;      /* decommitted empty superslabs */
 static unsigned ss_cache_count;
-static pthread_mutex_t ss_abandon_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_lock_t ss_abandon_lock = LOCK_INIT;
 static superslab_t *ss_abandoned[SS_KINDS];
 static uint32_t ss_abandon_adopted[SS_KINDS]; /* adoptions from each list */
 /* Set by a remote free into an abandoned slab, cleared by the pass that
@@ -96,13 +96,13 @@ static void ss_decay_register(void);
 
 superslab_t *ss_acquire(unsigned kind) {
   superslab_t *ss = NULL;
-  pthread_mutex_lock(&ss_cache_lock);
+  lock_acquire(&ss_cache_lock);
   if (ss_cache != NULL) {
     ss = ss_cache;
     ss_cache = ss->next;
     __atomic_store_n(&ss_cache_count, ss_cache_count - 1, __ATOMIC_RELAXED);
   }
-  pthread_mutex_unlock(&ss_cache_lock);
+  lock_release(&ss_cache_lock);
   bool fresh = ss == NULL;
   if (fresh) {
     ss = os_map_aligned(SS_MAP_SIZE, HAK_SS_SIZE);
@@ -114,10 +114,10 @@ superslab_t *ss_acquire(unsigned kind) {
     ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
   ss_header_init(ss, kind, fresh);
-  pthread_mutex_lock(&ss_registry_lock);
+  lock_acquire(&ss_registry_lock);
   ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
   ss_live++;
-  pthread_mutex_unlock(&ss_registry_lock);
+  lock_release(&ss_registry_lock);
   ownmap_set(ss, ss->slab_shift);
   return ss;
 }
@@ -125,10 +125,10 @@ superslab_t *ss_acquire(unsigned kind) {
 void ss_release(superslab_t *ss) {
   HAK_ASSERT(ss->free_mask == ss_all_mask(ss));
   ownmap_set(ss, OWN_NONE);
-  pthread_mutex_lock(&ss_registry_lock);
+  lock_acquire(&ss_registry_lock);
   ss_registry_dlist_remove(&ss_registry, &ss_registry_tail, ss);
   ss_live--;
-  pthread_mutex_unlock(&ss_registry_lock);
+  lock_release(&ss_registry_lock);
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
   if (keep) {
     /* Decommit before publishing: once in the cache another thread may take
@@ -138,15 +138,15 @@ void ss_release(superslab_t *ss) {
       os_decommit(ss, HAK_SS_SIZE);
     else
       os_decommit(ss, os_page_size * 2);
-    pthread_mutex_lock(&ss_cache_lock);
+    lock_acquire(&ss_cache_lock);
     if (ss_cache_count < SS_CACHE_MAX) {
       ss->next = ss_cache;
       ss_cache = ss;
       __atomic_store_n(&ss_cache_count, ss_cache_count + 1, __ATOMIC_RELAXED);
-      pthread_mutex_unlock(&ss_cache_lock);
+      lock_release(&ss_cache_lock);
       return;
     }
-    pthread_mutex_unlock(&ss_cache_lock);
+    lock_release(&ss_cache_lock);
   }
   os_unmap(ss, SS_MAP_SIZE);
 }
@@ -154,11 +154,11 @@ void ss_release(superslab_t *ss) {
 /* Cached superslabs are already decommitted; this gives their address
  * space back too (hak_collect(1), out of memory). */
 void ss_cache_unmap_all(void) {
-  pthread_mutex_lock(&ss_cache_lock);
+  lock_acquire(&ss_cache_lock);
   superslab_t *list = ss_cache;
   ss_cache = NULL;
   __atomic_store_n(&ss_cache_count, 0, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&ss_cache_lock);
+  lock_release(&ss_cache_lock);
   while (list) {
     superslab_t *n = list->next;
     os_unmap(list, SS_MAP_SIZE);
@@ -263,17 +263,17 @@ static void ss_abandon_link_locked(superslab_t *ss) {
 
 void ss_abandon_push(superslab_t *ss) {
   uint64_t now = os_now_ms();
-  pthread_mutex_lock(&ss_abandon_lock);
+  lock_acquire(&ss_abandon_lock);
   ss_abandon_link_locked(ss);
   uint64_t next = ss_abandon_purge_locked(now, false);
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_abandon_lock);
   if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES); /* threads exist: a thread to purge costs little */
 }
 
 uint64_t ss_abandon_collect(bool force) {
-  pthread_mutex_lock(&ss_abandon_lock);
+  lock_acquire(&ss_abandon_lock);
   uint64_t next = ss_abandon_purge_locked(os_now_ms(), force);
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_abandon_lock);
   return next;
 }
 
@@ -306,24 +306,24 @@ void ss_abandon_note_free(void) {
    * reclaims what came back. */
   static HAK_TLS unsigned abandoned_frees;
   if ((++abandoned_frees & 255) != 0) return;
-  if (pthread_mutex_trylock(&ss_abandon_lock) != 0) return; /* someone is at it */
+  if (!lock_try(&ss_abandon_lock)) return; /* someone is at it */
   uint64_t next = ss_abandon_purge_locked(os_now_ms(), false);
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_abandon_lock);
   if (next != UINT64_MAX) decay_note_idle(DECAY_BG_START_BYTES);
 }
 
 superslab_t *ss_abandon_pop(unsigned kind) {
   if (__atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) == NULL) return NULL;
-  pthread_mutex_lock(&ss_abandon_lock);
+  lock_acquire(&ss_abandon_lock);
   superslab_t *ss = ss_abandoned[kind] != NULL ? ss_abandon_adopt_locked(&ss_abandoned[kind]) : NULL;
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_abandon_lock);
   if (ss) ss->next = ss->prev = NULL;
   return ss;
 }
 
 bool ss_abandon_take(superslab_t *ss) {
   bool taken = false;
-  pthread_mutex_lock(&ss_abandon_lock);
+  lock_acquire(&ss_abandon_lock);
   if (ss->abandoned) {
     /* The lists are short (a few superslabs per exited thread, until
      * adopted or released): a walk, not a second link. */
@@ -334,7 +334,7 @@ bool ss_abandon_take(superslab_t *ss) {
       break;
     }
   }
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_abandon_lock);
   if (taken) ss->next = ss->prev = NULL;
   return taken;
 }
@@ -583,22 +583,22 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
 }
 
 void ss_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {
-  pthread_mutex_lock(&ss_registry_lock);
+  lock_acquire(&ss_registry_lock);
   for (superslab_t *ss = ss_registry; ss != NULL; ss = ss->all_next) fn(ss, arg);
-  pthread_mutex_unlock(&ss_registry_lock);
+  lock_release(&ss_registry_lock);
 }
 
 ss_counts_t ss_counts(void) {
   ss_counts_t c;
-  pthread_mutex_lock(&ss_registry_lock);
+  lock_acquire(&ss_registry_lock);
   c.live = ss_live;
-  pthread_mutex_unlock(&ss_registry_lock);
-  pthread_mutex_lock(&ss_abandon_lock);
+  lock_release(&ss_registry_lock);
+  lock_acquire(&ss_abandon_lock);
   c.abandoned = ss_abandoned_n;
-  pthread_mutex_unlock(&ss_abandon_lock);
-  pthread_mutex_lock(&ss_cache_lock);
+  lock_release(&ss_abandon_lock);
+  lock_acquire(&ss_cache_lock);
   c.cached = ss_cache_count;
-  pthread_mutex_unlock(&ss_cache_lock);
+  lock_release(&ss_cache_lock);
   return c;
 }
 
@@ -615,14 +615,14 @@ void ss_fork_child_abandon(const struct heap *keep, const struct heap *keep2) {
 /* Lock order: abandon before cache (the abandoned-list purge releases
  * superslabs into the cache while holding the abandon lock). */
 void ss_lock_all(void) {
-  pthread_mutex_lock(&ss_abandon_lock);
-  pthread_mutex_lock(&ss_cache_lock);
-  pthread_mutex_lock(&ss_registry_lock);
+  lock_acquire(&ss_abandon_lock);
+  lock_acquire(&ss_cache_lock);
+  lock_acquire(&ss_registry_lock);
 }
 void ss_unlock_all(void) {
-  pthread_mutex_unlock(&ss_registry_lock);
-  pthread_mutex_unlock(&ss_cache_lock);
-  pthread_mutex_unlock(&ss_abandon_lock);
+  lock_release(&ss_registry_lock);
+  lock_release(&ss_cache_lock);
+  lock_release(&ss_abandon_lock);
 }
 
 /* ---- read-only accessors for the statistics' residency walk (stats.c) ----
@@ -634,9 +634,9 @@ size_t ss_map_bytes(void) { return SS_MAP_SIZE; }
 /* Visit every cached (empty, decommitted) superslab, cache lock held: none
  * can be taken or unmapped meanwhile. */
 void ss_cache_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {
-  pthread_mutex_lock(&ss_cache_lock);
+  lock_acquire(&ss_cache_lock);
   for (superslab_t *ss = ss_cache; ss != NULL; ss = ss->next) fn(ss, arg);
-  pthread_mutex_unlock(&ss_cache_lock);
+  lock_release(&ss_cache_lock);
 }
 
 /* ---- the owner's side of the thread_free hand-shake (remote.c publishes) */

@@ -16,7 +16,7 @@
  * Also owns the owner's side of the thread_free hand-shake: collecting a
  * slab's remote frees (ss_slab_collect) and dropping its full mark
  * (ss_slab_clear_mark); remote.c publishes, the owner collects.
- * May call: os, ownmap, sizeclass, options, decay, report (a corrupted
+ * May call: lock, os, ownmap, sizeclass, options, decay, report (a corrupted
  * thread_free list); annotate.h's macros and remote.h's inline
  * remote_has_frees.
  *
