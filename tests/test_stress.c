@@ -84,6 +84,20 @@ static void b_check(blk_hdr_t *b, const char *who)
         (unsigned long long)b->key, b->hops, bad + HDR);
 }
 
+/* Check and free every block of a received list; returns how many. */
+static unsigned long long b_free_list(blk_hdr_t *h, const char *who)
+{
+  unsigned long long n = 0;
+  while (h) {
+    blk_hdr_t *nx = h->next;
+    b_check(h, who);
+    free(h);
+    n++;
+    h = nx;
+  }
+  return n;
+}
+
 /* ================= pass: mailboxes ================= */
 typedef struct {
   pthread_mutex_t mu;
@@ -183,13 +197,8 @@ static void *pass_thread(void *arg)
       struct timespec nap = {0, 200 * 1000};
       nanosleep(&nap, NULL);
     }
-    while (h) {
-      blk_hdr_t *nx = h->next;
-      b_check(h, "pass (received after the sender finished)");
-      free(h);
-      atomic_fetch_add_explicit(&pass_frees, 1, memory_order_relaxed);
-      h = nx;
-    }
+    atomic_fetch_add_explicit(&pass_frees, b_free_list(h, "pass (received after the sender finished)"),
+                              memory_order_relaxed);
   }
   return NULL;
 }
@@ -206,14 +215,7 @@ static void part_pass(void)
   for (unsigned i = 0; i < g_threads; i++) pthread_join(th[i], NULL);
   /* what is left in the mailboxes */
   for (unsigned i = 0; i < g_threads; i++) {
-    blk_hdr_t *h = mb_take(i);
-    while (h) {
-      blk_hdr_t *nx = h->next;
-      b_check(h, "pass (left over)");
-      free(h);
-      atomic_fetch_add(&pass_frees, 1);
-      h = nx;
-    }
+    atomic_fetch_add(&pass_frees, b_free_list(mb_take(i), "pass (left over)"));
   }
   unsigned long long a = atomic_load(&pass_allocs), f = atomic_load(&pass_frees);
   CHECK(a == f, "allocated %llu blocks, freed %llu", a, f);
@@ -262,13 +264,7 @@ static void *churn_survivor(void *arg)
     blk_hdr_t *h = surv_box[me].head;
     surv_box[me].head = NULL;
     pthread_mutex_unlock(&surv_box[me].mu);
-    while (h) {
-      blk_hdr_t *nx = h->next;
-      b_check(h, "churn survivor");
-      free(h);
-      atomic_fetch_add_explicit(&churn_surv_freed, 1, memory_order_relaxed);
-      h = nx;
-    }
+    atomic_fetch_add_explicit(&churn_surv_freed, b_free_list(h, "churn survivor"), memory_order_relaxed);
     if (stop) break;
     usleep(200);
   }
