@@ -39,18 +39,15 @@ static inline void lock_init(hak_lock_t *l) { atomic_store_explicit(&l->state, 0
 void lock_wait(hak_lock_t *l); /* contended acquire: returns holding l */
 void lock_wake(hak_lock_t *l); /* wakes one waiter */
 
-static inline void lock_acquire(hak_lock_t *l) {
-  uint32_t free_ = 0;
-  if (HAK_LIKELY(atomic_compare_exchange_strong_explicit(&l->state, &free_, 1, memory_order_acquire,
-                                                         memory_order_relaxed)))
-    return;
-  lock_wait(l);
-}
-
 /* true: taken. Never waits. */
 static inline bool lock_try(hak_lock_t *l) {
   uint32_t free_ = 0;
   return atomic_compare_exchange_strong_explicit(&l->state, &free_, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void lock_acquire(hak_lock_t *l) {
+  if (HAK_LIKELY(lock_try(l))) return;
+  lock_wait(l);
 }
 
 static inline void lock_release(hak_lock_t *l) {
