@@ -399,6 +399,11 @@ size_t alloc_usable_size(const void *p) {
 /* Slab blocks below this grow by at least a quarter (alloc_realloc). */
 #define ALLOC_GROW_ROOM_MAX ((size_t)1024)
 
+/* realloc's move of p (ownmap value v, old usable bytes) to a new block of
+ * size bytes. Out of line, so that alloc_realloc's in-place returns save
+ * few registers. */
+static __attribute__((noinline)) void *alloc_realloc_move(void *p, unsigned v, size_t size, size_t old);
+
 void *alloc_realloc(void *p, size_t size) {
   if (p == NULL) return front_malloc(size);
   if (size == 0) {
@@ -426,6 +431,10 @@ void *alloc_realloc(void *p, size_t size) {
     old = large_usable_size(p, v);
     if (old == 0) return NULL; /* invalid, already reported */
   }
+  return alloc_realloc_move(p, v, size, old);
+}
+
+static void *alloc_realloc_move(void *p, unsigned v, size_t size, size_t old) {
   /* Growing a slab block of less than 1 KiB: at least a quarter more
    * than it had, so a buffer grown by small steps moves (and is copied) a
    * bounded number of times per doubling where classes are 16 bytes apart
