@@ -591,7 +591,7 @@ static bool large_hdr_valid(const large_hdr_t *h, const void *p) {
  * region's base, are sure to be mapped, and they hold the header or a copy
  * of its magic and offset (large_register), which name the one valid
  * pointer. A FAR block's only valid pointer is its region's base. */
-static bool large_valid(const void *p, unsigned v) {
+HAK_INLINE bool large_valid(const void *p, unsigned v) {
   uintptr_t a = (uintptr_t)p;
   uintptr_t in = a & HAK_SS_MASK;
   /* An arena block aligned to 64 KiB may start on a 4 MiB boundary, its
