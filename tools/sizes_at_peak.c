@@ -3,8 +3,8 @@
  * program asks for, so that what each allocator's rounding costs it can be
  * computed for the blocks it holds at its peak.
  *
- * Every malloc, calloc, realloc, posix_memalign, aligned_alloc and memalign
- * is passed on to the next allocator (RTLD_NEXT: glibc, or whatever is
+ * Every malloc, calloc, realloc, reallocarray, posix_memalign, aligned_alloc
+ * and memalign is passed on to the next allocator (RTLD_NEXT: glibc, or whatever is
  * preloaded after this library), and each live block's requested size is
  * kept in an open-addressing table beside it. Writes, per process:
  *   SIZES_OUT.PID.peak  the peak of the live requested bytes (at exit);
@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -198,6 +199,17 @@ void *realloc(void *p, size_t n) {
   if (q != NULL) note_alloc(q, n);
   else if (p != NULL && n != 0) note_alloc(p, old); /* failed: p stays as it was */
   return q;
+}
+
+/* glibc's reallocarray calls its own realloc, past this library: here it
+ * goes through ours, so that the block it returns is known. */
+void *reallocarray(void *p, size_t a, size_t b) {
+  size_t n;
+  if (__builtin_mul_overflow(a, b, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc(p, n);
 }
 
 int posix_memalign(void **out, size_t align, size_t n) {
