@@ -1009,8 +1009,9 @@ static void *large_realloc_rest(void *p, unsigned v, size_t size) {
     large_group_t *g = a->group;
     lock_acquire(&g->lock);
     if (want <= have) {
-      if (want < have / 2) arena_put(a, start + want, have - want, os_now_ms());
-      else want = have;
+      /* Shrunk below half its granules (arena_realloc_fits said no): the
+       * tail goes back. */
+      arena_put(a, start + want, have - want, os_now_ms());
       ok = true;
     } else {
       /* Grow into the free span right after the block, if there is one. */
