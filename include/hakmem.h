@@ -84,8 +84,11 @@ HAK_API void hak_collect(int force);
  * before its purge delay, by a thread about to map new memory.
  * Version 8 added rss_large_rounding_bytes: the part of rss_rounding_bytes
  * that is the arena blocks' pages past what was asked for, which earlier
- * versions counted as requested bytes. */
-#define HAK_STATS_VERSION 8
+ * versions counted as requested bytes.
+ * Version 9 added superslabs_handed_over: superslabs a thread that stopped
+ * allocating gave to the abandoned list while other threads freed into
+ * them. */
+#define HAK_STATS_VERSION 9
 #define HAK_STATS_CLASSES 80
 
 /* The fields are declared once, in the lists below (X(name, text)), in
@@ -180,6 +183,10 @@ HAK_API void hak_collect(int force);
 #define HAK_STATS_FIELDS_V8(X) \
   X(rss_large_rounding_bytes, "of rss_rounding_bytes: resident pages of live arena blocks past the bytes asked for")
 
+/* Version 9: what idle threads' heaps handed to the working threads. */
+#define HAK_STATS_FIELDS_V9(X) \
+  X(superslabs_handed_over, "superslabs idle threads gave to the abandoned list while others freed into them (so far)")
+
 #define HAK_STATS_FIELD_(name, text) size_t name;
 struct hak_class_stats {
   HAK_CLASS_STATS_FIELDS(HAK_STATS_FIELD_)
@@ -197,6 +204,7 @@ struct hak_stats {
   HAK_STATS_FIELDS_V6(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V7(HAK_STATS_FIELD_)
   HAK_STATS_FIELDS_V8(HAK_STATS_FIELD_)
+  HAK_STATS_FIELDS_V9(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_
 

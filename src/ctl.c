@@ -51,7 +51,7 @@ static const size_t ctl_stats_off[] = {
 #define CTL_OFF_(name, text) offsetof(struct hak_stats, name),
     HAK_STATS_FIELDS_V1(CTL_OFF_) HAK_STATS_FIELDS_V2(CTL_OFF_) HAK_STATS_FIELDS_V3(CTL_OFF_)
         HAK_STATS_FIELDS_V5(CTL_OFF_)
-        HAK_STATS_FIELDS_V6(CTL_OFF_) HAK_STATS_FIELDS_V7(CTL_OFF_) HAK_STATS_FIELDS_V8(CTL_OFF_)
+        HAK_STATS_FIELDS_V6(CTL_OFF_) HAK_STATS_FIELDS_V7(CTL_OFF_) HAK_STATS_FIELDS_V8(CTL_OFF_) HAK_STATS_FIELDS_V9(CTL_OFF_)
 #undef CTL_OFF_
 };
 /* The names, one after the other, each ended by its NUL: no pointer, so
@@ -60,7 +60,7 @@ static const size_t ctl_stats_off[] = {
 static const char ctl_stats_names[] =
     HAK_STATS_FIELDS_V1(CTL_NAME_) HAK_STATS_FIELDS_V2(CTL_NAME_) HAK_STATS_FIELDS_V3(CTL_NAME_)
         HAK_STATS_FIELDS_V5(CTL_NAME_) HAK_STATS_FIELDS_V6(CTL_NAME_)
-            HAK_STATS_FIELDS_V7(CTL_NAME_) HAK_STATS_FIELDS_V8(CTL_NAME_);
+            HAK_STATS_FIELDS_V7(CTL_NAME_) HAK_STATS_FIELDS_V8(CTL_NAME_) HAK_STATS_FIELDS_V9(CTL_NAME_);
 static const char ctl_class_names[] = HAK_CLASS_STATS_FIELDS(CTL_NAME_);
 #undef CTL_NAME_
 static const size_t ctl_class_off[] = {

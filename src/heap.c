@@ -606,11 +606,20 @@ static void heap_slab_regained_locked(heap_t *h, slab_t *s, uintptr_t owner) {
 /* A full slab's free list and count are also written by the collector of
  * an idle heap (heap_collect_idle), under h->lock: the owner takes the
  * lock for them too. Only frees into full slabs, which are off the hit
- * path already. */
+ * path already. The collector may also have handed the slab's superslab
+ * over (heap_purge.c) since the caller read its owner: then, under the
+ * lock, the owner word is no longer ours, and the block goes as any
+ * other thread's would. */
 void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
   heap_owner_enter(h);
   if (owner & OWNER_FULL) {
     lock_acquire(&h->lock);
+    if (HAK_UNLIKELY(atomic_load_explicit(&s->owner, memory_order_acquire) != owner)) {
+      lock_release(&h->lock);
+      heap_owner_exit(h);
+      if (remote_free(&h->rcache, s, b) == REMOTE_ABANDONED) ss_abandon_note_free();
+      return;
+    }
     blk_free(b, s->free);
     s->free = b;
     s->used--;

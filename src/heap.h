@@ -34,6 +34,12 @@
 
 
 #define HEAP_DELAYED_CLOSED ((uintptr_t)1)
+/* A heap's delayed list past this many bytes wakes the purge thread
+ * (remote.c): its collector takes what came back from a heap whose thread
+ * stopped allocating, which no refill of that thread would (heap_purge.c,
+ * heap_collect_idle). Without the wake, a program whose only idle memory
+ * is such a list let the thread sleep through it. */
+#define HEAP_DELAYED_WAKE_BYTES ((size_t)1 << 20)
 enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 /* Exhausted slabs a class keeps waiting before the oldest is marked full. */
 #define HEAP_WAITING_MAX 4
@@ -319,6 +325,9 @@ size_t heap_remote_pending_bytes(void);
  * into full slabs, not yet taken by the owner or the idle collector):
  * still in their slabs' used counts too. Racy sum. */
 size_t heap_delayed_bytes(void);
+/* Superslabs the idle heaps' collector handed to the abandoned list so
+ * far (heap_purge.c, heap_collect_idle). */
+size_t heap_handed_over(void);
 /* fork child: heaps other than keep/keep2 belonged to threads that do not
  * exist in the child; their superslabs are abandoned by superslab.c. */
 void heap_fork_child(heap_t *keep, const heap_t *keep2);

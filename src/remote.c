@@ -17,6 +17,7 @@
  * adopter collects it.
  */
 #include "remote.h"
+#include "decay.h"
 #include "heap.h"
 #include "stats.h"
 
@@ -32,7 +33,11 @@ static int remote_publish(slab_t *s, block_t *head, block_t *tail, unsigned n) {
         uintptr_t d = atomic_load_explicit(&h->delayed, memory_order_relaxed);
         /* Counted before the push, so a taker never subtracts first. */
         size_t bytes = (size_t)n * s->bsize;
-        if (d != HEAP_DELAYED_CLOSED) atomic_fetch_add_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
+        if (d != HEAP_DELAYED_CLOSED) {
+          size_t had = atomic_fetch_add_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
+          if (HAK_UNLIKELY(had < HEAP_DELAYED_WAKE_BYTES && had + bytes >= HEAP_DELAYED_WAKE_BYTES))
+            decay_note_idle(DECAY_BG_START_BYTES);
+        }
         while (d != HEAP_DELAYED_CLOSED) {
           blk_set_next(tail, (block_t *)d);
           if (atomic_compare_exchange_weak_explicit(&h->delayed, &d, (uintptr_t)head,

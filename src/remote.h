@@ -19,8 +19,10 @@
  * the slab's owner (superslab.c: ss_slab_collect, ss_slab_clear_mark).
  * Where a publish found the slab abandoned it says so, and the caller
  * tells the abandoned list.
- * May call: superslab (ss_slab_clear_mark); reads superslab.h's and
- * heap.h's inline accessors.
+ * May call: superslab (ss_slab_clear_mark), decay (decay_note_idle: a
+ * delayed list that grows past HEAP_DELAYED_WAKE_BYTES wakes the purge
+ * thread, whose collector takes an idle heap's list); reads superslab.h's
+ * and heap.h's inline accessors.
  */
 #ifndef HAK_REMOTE_H
 #define HAK_REMOTE_H

@@ -355,6 +355,7 @@ int stats_get(struct hak_stats *out) {
   st.superslabs = sc.live;
   st.superslabs_abandoned = sc.abandoned;
   st.superslabs_cached = sc.cached;
+  st.superslabs_handed_over = heap_handed_over();
   for (unsigned c = 0; c < HAK_NCLASS; c++) st.classes[c].block_size = sc_size[c];
   large_stats_t ls;
   large_stats(&ls);
@@ -431,8 +432,8 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
       KIB(st.mapped_peak_bytes), KIB(st.purged_bytes));
   OUT("os calls: mmap %zu, munmap %zu, madvise %zu, mremap %zu, populate %zu\n", st.mmap_calls, st.munmap_calls,
       st.madvise_calls, st.mremap_calls, atomic_load_explicit(&os_stats.populate_calls, memory_order_relaxed));
-  OUT("superslabs: %zu live (%zu abandoned), %zu cached empty\n", st.superslabs,
-      st.superslabs_abandoned, st.superslabs_cached);
+  OUT("superslabs: %zu live (%zu abandoned), %zu cached empty, %zu handed over by idle threads\n", st.superslabs,
+      st.superslabs_abandoned, st.superslabs_cached, st.superslabs_handed_over);
   OUT("small: %.0f KiB in use of %.0f KiB in slabs\n", KIB(st.small_bytes_in_use),
       KIB(st.small_bytes_reserved));
   OUT("large: %zu arenas (%.0f KiB in use), %zu mappings (%.0f KiB), %zu cached (%.0f KiB)\n",
@@ -469,8 +470,8 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
         (unsigned long long)e[ST_RDELAYED], (unsigned long long)e[ST_RCAS_RETRY],
         (unsigned long long)e[ST_COLLECT], (unsigned long long)e[ST_COLLECT_BLOCKS],
         (unsigned long long)e[ST_WAITING], (unsigned long long)e[ST_MARK_FULL]);
-    OUT("idle heaps: %llu listed slabs taken, %llu looks found the owner busy\n",
-        (unsigned long long)e[ST_IDLE_TAKEN], (unsigned long long)e[ST_IDLE_BUSY]);
+    OUT("idle heaps: %llu listed slabs taken, %llu superslabs handed over, %llu looks found the owner busy\n",
+        (unsigned long long)e[ST_IDLE_TAKEN], (unsigned long long)e[ST_IDLE_HANDED], (unsigned long long)e[ST_IDLE_BUSY]);
   }
 #endif
   OUT("%-10s %8s %12s %12s %8s\n", "class", "slabs", "in use", "capacity", "use%");
@@ -491,6 +492,7 @@ size_t stats_format_ex(char *buf, size_t cap, bool fields) {
     HAK_STATS_FIELDS_V6(FIELD_)
     HAK_STATS_FIELDS_V7(FIELD_)
     HAK_STATS_FIELDS_V8(FIELD_)
+    HAK_STATS_FIELDS_V9(FIELD_)
 #undef FIELD_
   }
 #undef OUT
@@ -518,6 +520,8 @@ size_t stats_doc_table(char *buf, size_t cap) {
   HAK_STATS_FIELDS_V7(ROW_)
   ver_ = 8;
   HAK_STATS_FIELDS_V8(ROW_)
+  ver_ = 9;
+  HAK_STATS_FIELDS_V9(ROW_)
 #undef ROW_
   sb_printf(&sb, "\nEach of the `HAK_STATS_CLASSES` entries of `classes[]` (the first `nclasses` filled; "
                  "`hak_ctl` name `stats.classes.<i>.<field>`):\n\n| field | meaning |\n|---|---|\n");

@@ -27,12 +27,13 @@
  * that went to a full slab's owner through the delayed list, CAS retries,
  * collections by the owner (and their blocks), exhausted slabs put to wait
  * and slabs marked full; and the idle heaps' collector's listed slabs
- * taken, and its claims that found the owner in a section (counted
+ * taken, superslabs handed over to the abandoned list, and its claims
+ * that found the owner in a section (counted
  * process-wide at once: HAK_STAT_NOW, the purge thread never merges). */
 enum {
   ST_ALLOC, ST_FREE, ST_SLOW, ST_REFILL, ST_REMOTE,
   ST_RPUBLISH, ST_RPUBLISH_BLOCKS, ST_RDELAYED, ST_RCAS_RETRY, ST_COLLECT, ST_COLLECT_BLOCKS,
-  ST_WAITING, ST_MARK_FULL, ST_IDLE_TAKEN, ST_IDLE_BUSY, ST_N
+  ST_WAITING, ST_MARK_FULL, ST_IDLE_TAKEN, ST_IDLE_HANDED, ST_IDLE_BUSY, ST_N
 };
 typedef struct stats_tls {
   uint64_t ev[ST_N];

@@ -520,6 +520,7 @@ static void ctl(void) {
   HAK_STATS_FIELDS_V6(FIELD_)
   HAK_STATS_FIELDS_V7(FIELD_)
   HAK_STATS_FIELDS_V8(FIELD_)
+  HAK_STATS_FIELDS_V9(FIELD_)
 #undef FIELD_
   size_t v = 0, l = sizeof v;
   CHECK(hak_ctl("stats.resident_bytes", &v, &l, NULL, 0) == 0 && v > 0, "resident via ctl");
