@@ -813,6 +813,10 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
     unsigned n;
     slab_t *s = heap_run(b, &last, &n);
     next = blk_next(last);
+    if (s->collect_stamp == st && s->collect_done) { /* released whole by an earlier run of it */
+      taken += (size_t)n * s->bsize;
+      continue;
+    }
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if ((owner & ~OWNER_FULL) != h->tid) {
       /* Not h's any more (handed over by an earlier collection): a list
@@ -826,10 +830,6 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
       blk_set_next(last, s->free);
       s->free = b;
       s->used = (uint16_t)(s->used - n);
-      taken += (size_t)n * s->bsize;
-      continue;
-    }
-    if (s->collect_stamp == st && s->collect_done) {
       taken += (size_t)n * s->bsize;
       continue;
     }
