@@ -14,7 +14,7 @@
  * the workers freed can serve the workers only if the allocator lets
  * memory a sleeping thread owned go to the threads that free it (a main
  * thread that loads data and joins its workers; larson's main thread).
- * Not in bench/run.sh's suite yet: run it by hand (docs/performance.md).
+ * bench/run.sh's row handoff.
  * ops = the workers' frees + mallocs; secs = the workers' phase.
  */
 #include "bench_threads.h"

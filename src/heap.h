@@ -43,6 +43,21 @@
 enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 /* Exhausted slabs a class keeps waiting before the oldest is marked full. */
 #define HEAP_WAITING_MAX 4
+/* A waiting slab that got nothing back over this many of its heap's
+ * refills is marked full at the next sweep (heap_sweep_waiting), however
+ * few of its class wait. A class a thread fills few slabs of kept its
+ * first ones waiting for as long as the thread lived, one or two in
+ * nearly every superslab of a thread that built a structure; the idle
+ * collector hands over only superslabs whose slabs in use are all full
+ * (heap_purge.c), so those few kept the rest from the threads freeing
+ * into them (bench_handoff: 9 of the main thread's 29 superslabs handed
+ * over, 186 MiB at the peak; with this 22, and 142 MiB against glibc's
+ * 136). A slab marked full costs the frees into it the delayed list's
+ * hand-shake (remote.c), and a small class's 256 refills are thousands of
+ * allocations: a slab whose blocks travel to another thread and back
+ * (prodcons, xmalloc, larson) gets some back long before; on those rows
+ * the mark moved neither speed nor peak RSS past the host's noise. */
+#define HEAP_WAIT_TICKS 256u
 
 /* Blocks of other threads' slabs that this thread freed and keeps to
  * reuse (the freeing thread reuses what it frees: tcmalloc's thread cache

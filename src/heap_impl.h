@@ -32,7 +32,10 @@ HAK_INLINE void heap_list_push(heap_t *h, unsigned l, slab_t *s) {
   s->cool_used = UINT16_MAX;
   h->cool_pushed++;
   slab_dlist_push_back(&h->list_head[l][c], s);
-  if (l == HEAP_WAITING) h->waiting_n[c]++;
+  if (l == HEAP_WAITING) {
+    h->waiting_n[c]++;
+    s->wait_tick = h->tick;
+  }
 }
 
 HAK_INLINE void heap_list_remove(heap_t *h, slab_t *s) {

@@ -445,8 +445,11 @@ size_t heap_cool(heap_t *h, bool force) { return heap_cool_as(h, force, false); 
 size_t heap_cool_grow(heap_t *h) { return heap_cool_as(h, false, true); }
 
 /* Waiting slabs whose blocks all came back (freed by other threads) go to
- * their superslab, so their memory is reused by any class and decays.
- * Returns whether any block came back. */
+ * their superslab, so their memory is reused by any class and decays;
+ * those that got nothing back for HEAP_WAIT_TICKS refills (heap.h) are
+ * marked full, off the lists (unless blocks arrive as it is marked: then
+ * it waits again, found ready by the next refill of its class). Returns
+ * whether any block came back. In one of the owner's sections. */
 bool heap_sweep_waiting(heap_t *h) {
   bool got = false;
   for (unsigned c = 0; c < HAK_NCLASS; c++) {
@@ -459,6 +462,9 @@ bool heap_sweep_waiting(heap_t *h) {
           heap_list_remove(h, s);
           heap_release_slab_locked(h, s);
         }
+      } else if (s->free == NULL && s->cold == NULL && h->tick - s->wait_tick >= HEAP_WAIT_TICKS) {
+        heap_list_remove(h, s);
+        if (!remote_mark_full(s, h)) heap_list_push(h, HEAP_WAITING, s);
       }
       s = next;
     }

@@ -80,7 +80,9 @@ typedef struct slab {
   uint16_t pop_pages;         /* SS_POP_HOT: the carve populates ahead
                                  (ss_slab_carve), and the pages of the area
                                  (from the page holding `area`) it did */
-  uint64_t pad0;              /* free: thread_free moved to the header (slab_tf) */
+  uint32_t wait_tick;         /* waiting (heap.h, HEAP_WAITING): its heap's refill
+                                 count when it was put to wait */
+  uint32_t pad0;
   struct slab *next;          /* owner heap's slab list (slab_dlist) */
   union {
     struct slab *prev;        /* in use: slab list */

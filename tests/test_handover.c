@@ -21,6 +21,17 @@
  *    workers check and free theirs.
  * Every block reads back its pattern; every figure is printed.
  *
+ * `test_handover rare`: step 1 also keeps, live to the end, a few blocks
+ * of eight other classes (320..1024 bytes), which used to keep the main
+ * thread's superslabs from the hand-over (heap.h, HEAP_WAIT_TICKS): class
+ * k takes its first slab at a tenth of the way times k, half fills it, and
+ * at 85 % fills it up and takes a second. Each first slab then waits, not
+ * full, in its own superslab; the library before this left eight of the
+ * main thread's thirteen superslabs with such a slab, so most were never
+ * handed over and step 4's RSS grew by most of what it wrote. Now a slab
+ * that waited HEAP_WAIT_TICKS of the thread's refills is marked full, and
+ * at least eight superslabs must be handed over.
+ *
  * Under ThreadSanitizer (test_handover_hak_tsan) the workers wait 300 ms
  * instead of polling, and nothing is measured: a statistics snapshot reads
  * the slabs' counts racily by design (stats.c), which the sanitizer would
@@ -53,6 +64,63 @@ static pthread_mutex_t bad_mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t rss_before, rss_after, handed0, handed1;
 static double waited_s;
 
+/* How many superslabs the workers wait for (a collection may run while
+ * they still free, and find fewer). */
+static size_t handed_need = 1;
+static int rare_mode;
+
+#define RARE_K 8
+static const size_t rare_size[RARE_K] = {320, 384, 448, 512, 640, 768, 896, 1024};
+static void *rare[RARE_K][256];
+static size_t rare_n[RARE_K];
+
+/* n more blocks of rare class k, each filled with its own key. */
+static void rare_alloc(unsigned k, size_t n)
+{
+  for (size_t j = 0; j < n; j++) {
+    size_t i = rare_n[k]++;
+    rare[k][i] = malloc(rare_size[k]);
+    if (rare[k][i] == NULL) {
+      fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", rare_size[k]);
+      exit(1);
+    }
+    pat_fill(rare[k][i], rare_size[k], 3 * (uint64_t)NBLK + k * 256 + i);
+  }
+}
+
+/* Step 1 of `rare`: the 256-byte blocks, and the rare classes' slabs as
+ * the head comment says (a 64 KiB slab holds at most 65536 / size blocks;
+ * 8 more than that at 85 % take a second slab whatever the header's
+ * share). */
+static void build_rare(void)
+{
+  for (size_t i = 0; i < NBLK; i++) {
+    for (unsigned k = 0; k < RARE_K; k++) {
+      size_t half = 65536 / rare_size[k] / 2;
+      if (i == NBLK * k / 10) rare_alloc(k, half);
+      if (i == NBLK * 85 / 100) rare_alloc(k, 65536 / rare_size[k] - half + 8);
+    }
+    blk[i] = malloc(BSZ);
+    if (blk[i] == NULL) {
+      fprintf(stderr, "FAIL: malloc(%d) returned NULL\n", BSZ);
+      exit(1);
+    }
+    pat_fill(blk[i], BSZ, i);
+  }
+}
+
+/* The rare blocks' patterns, then free them; returns the damaged ones. */
+static int rare_free(void)
+{
+  int b = 0;
+  for (unsigned k = 0; k < RARE_K; k++)
+    for (size_t i = 0; i < rare_n[k]; i++) {
+      if (pat_check(rare[k][i], rare_size[k], 3 * (uint64_t)NBLK + k * 256 + i) != (size_t)-1) b++;
+      free(rare[k][i]);
+    }
+  return b;
+}
+
 static size_t handed_over(void)
 {
   if (!MEASURE) return 0;
@@ -83,7 +151,7 @@ static void *worker(void *arg)
   }
   if (pthread_barrier_wait(&freed_bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
     double t0 = tu_now_s();
-    while (MEASURE ? handed_over() == handed0 && tu_now_s() - t0 < 5.0 : tu_now_s() - t0 < 0.3) {
+    while (MEASURE ? handed_over() - handed0 < handed_need && tu_now_s() - t0 < 5.0 : tu_now_s() - t0 < 0.3) {
       struct timespec q = {0, 10 * 1000000L};
       nanosleep(&q, NULL);
     }
@@ -112,9 +180,14 @@ static void *worker(void *arg)
   return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-  tu_alloc_filled(blk, NBLK, BSZ, 0);
+  rare_mode = argc > 1 && strcmp(argv[1], "rare") == 0;
+  if (rare_mode) {
+    build_rare();
+    handed_need = 8;
+  } else
+    tu_alloc_filled(blk, NBLK, BSZ, 0);
   handed0 = handed_over();
   pthread_barrier_init(&freed_bar, NULL, WORKERS);
   pthread_barrier_init(&filled_bar, NULL, WORKERS + 1);
@@ -133,6 +206,7 @@ int main(void)
     if (pat_check(blk[i], BSZ, i) != (size_t)-1) b++;
     free(blk[i]);
   }
+  if (rare_mode) b += rare_free();
   add_bad(b);
   for (size_t w = 0; w < WORKERS; w++) pthread_join(t[w], NULL);
 
@@ -149,6 +223,8 @@ int main(void)
          wrote / MiB, rss_before >> 10, rss_after >> 10, grew / 1024, (wrote / 2) >> 10, bad);
   int fail = 0;
   fail |= tu_fail_if(handed1 == handed0, "the idle thread's superslabs were not handed over within 5 s");
+  if (rare_mode)
+    fail |= tu_fail_if(handed1 - handed0 < handed_need, "slabs of the rare classes kept most superslabs from the hand-over");
   fail |= tu_fail_if(grew > (long)(wrote / 2), "the workers took fresh pages instead of the blocks that came back");
   fail |= tu_fail_if(bad != 0, "a block lost its pattern");
   return fail;
