@@ -125,14 +125,6 @@ void *alloc_slow(size_t size) {
   HAK_STAT(ST_ALLOC);
   if (HAK_LIKELY(h != NULL && size <= opt.arena_min)) {
     unsigned cls = sc_of(size);
-#if HEAP_XC_ENABLE
-    /* Blocks of other threads' slabs this thread freed serve once the
-     * current slab has none; an allocation here marks the class as one the
-     * thread allocates, so its foreign frees are kept (heap.c). */
-    if (HAK_UNLIKELY(cls < HEAP_XC_MASK_CLASSES && ((h->xc.live >> cls) & 1))) return heap_xc_alloc(h, cls);
-    if (HAK_UNLIKELY(h->xc.run[cls].free != NULL)) return heap_xc_use(h, cls);
-    if (h->batch == NULL && cls < HEAP_XC_MASK_CLASSES) h->xc.want |= (uint64_t)1 << cls;
-#endif
     return heap_alloc_class_with(h, cls, alloc_oom_refill);
   }
   return alloc_cold(size);
@@ -154,10 +146,16 @@ void alloc_slab_emptied(slab_t *s) {
 /* Is p, a block start of s whose owner word is owner, free already? The
  * default build sees this only for the head of a list the calling thread's
  * heap owns (slab_block_is_free; while profiling, that heap's owner tag is
- * not the thread id). */
+ * not the thread id), or holds (heap_freed_last). */
 static bool alloc_block_is_free(const slab_t *s, uintptr_t owner, const void *p, bool freeing) {
   const heap_t *h = heap_front.self;
-  return slab_block_is_free(s, p, h != NULL && (owner & ~OWNER_FULL) == h->tid, freeing);
+  bool own = h != NULL && (owner & ~OWNER_FULL) == h->tid;
+#if HEAP_XC_ENABLE
+  /* realloc and malloc_usable_size of a block of another thread's slab
+   * this thread freed last (a free checks it on its way: heap_xc.c). */
+  if (!freeing && !own && h != NULL && heap_freed_last(h, s, p)) return true;
+#endif
+  return slab_block_is_free(s, p, own, freeing);
 }
 
 /* The slab of p if p is a live block of a slab in use (as far as the build
@@ -188,24 +186,23 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
 }
 
 /* b, a live block of s, goes home to s's owner, another thread (h: the
- * calling thread's heap, NULL once it has exited). */
-#if !HEAP_XC_ENABLE
-/* free_remote when the block does not join a batch at once (remote.h).
- * Out of line, so that free_other's common case calls nothing but tail
- * calls and keeps no frame. */
+ * calling thread's heap, NULL once it has exited). free_remote_slow: the
+ * block joins no batch at once (remote.h); kept for this thread's
+ * allocations if its slab's owner is idle (heap_xc.c), else sent home. Out
+ * of line, so that free_other's common case calls nothing but tail calls
+ * and keeps no frame. */
 static HAK_SLOW void free_remote_slow(heap_t *h, slab_t *s, block_t *b) {
-  if (HAK_UNLIKELY(remote_free_slow(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
-}
-#endif
-
-static inline void free_remote(heap_t *h, slab_t *s, block_t *b) {
-  HAK_STAT(ST_REMOTE);
 #if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
 #else
+  if (HAK_UNLIKELY(remote_free_slow(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+#endif
+}
+
+static inline void free_remote(heap_t *h, slab_t *s, block_t *b) {
+  HAK_STAT(ST_REMOTE);
   if (HAK_LIKELY(h != NULL) && remote_free_fast(&h->rcache, s, b)) return;
   free_remote_slow(h, s, b);
-#endif
 }
 
 static void free_small(void *p, unsigned shift, const char *call) {

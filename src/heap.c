@@ -14,7 +14,7 @@
  * Promises: everything here is the cold side of malloc and free; a
  * refill returns NULL (errno ENOMEM) when out of memory, and alloc.c
  * collects and retries.
- * May call: heap_purge.c, heap_prof.c, heap_xc.c (that build only),
+ * May call: heap_purge.c, heap_prof.c, heap_xc.c (only through heap_xc_ops),
  * superslab, remote, lock, decay (idle reports and safe points), prof
  * (prof_alloc), sizeclass, report, options, os, stats.
  */
@@ -111,8 +111,12 @@ static void heap_reset(heap_t *h) {
    * 1 MiB more at its peak (7.2 against 6.3 MiB, medians of 4 and 5). */
   if (h->rcache.busy != 0) memset(&h->rcache, 0, sizeof h->rcache);
   h->rcache.credit = REMOTE_FLUSH_EVERY;
+  atomic_store_explicit(&h->lend, 0, memory_order_relaxed);
 #if HEAP_XC_ENABLE
-  memset(&h->xc, 0, sizeof h->xc);
+  /* Written only if the last thread kept blocks (a fork child's heap of a
+   * thread that is gone): a flushed cache is clear already. */
+  if ((h->xm.live | h->xm.has) != 0) memset(&h->xc, 0, sizeof h->xc);
+  memset(&h->xm, 0, sizeof h->xm);
 #endif
   h->batch = NULL; /* only a profiling thread's own heap batches */
   h->pool_next = NULL;
@@ -189,6 +193,18 @@ heap_t *heap_thread_init(void) {
 }
 
 /* ---- slab lists ---------------------------------------------------------- */
+
+#if HEAP_XC_ENABLE
+const heap_xc_ops_t *heap_xc_ops;
+#endif
+/* The blocks of other threads' slabs h keeps (heap_xc.c) go home. */
+static void heap_kept_flush(heap_t *h) {
+#if HEAP_XC_ENABLE
+  if ((h->xm.live | h->xm.has) != 0) __atomic_load_n(&heap_xc_ops, __ATOMIC_ACQUIRE)->flush(h);
+#else
+  (void)h;
+#endif
+}
 
 /* The direct table's buckets of class cls pop from s. */
 static void heap_direct_point(unsigned cls, slab_t *s) {
@@ -682,6 +698,9 @@ void heap_flush_remote(heap_t *h) {
 static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if (h->rcache.busy != 0) heap_flush_remote(h);
+  /* Refilling: the thread reuses what comes home again. */
+  if (HAK_UNLIKELY(atomic_load_explicit(&h->lend, memory_order_relaxed) != 0))
+    atomic_store_explicit(&h->lend, 0, memory_order_relaxed);
   /* Atomic: the collector of idle heaps reads it to see that we refill
    * (a release: one that sees it sees the heap set up). */
   uint32_t tick = h->tick + 1;
@@ -724,7 +743,7 @@ void heap_drain_self(bool force) {
 }
 
 static void heap_drain_self_in(heap_t *self, bool force) {
-  heap_xc_flush(self);
+  heap_kept_flush(self);
   heap_flush_remote(self);
   heap_drain_delayed(self, false);
   heap_sweep_waiting(self);
@@ -1096,7 +1115,20 @@ void *heap_alloc_refill(heap_t *h, unsigned cls, heap_oom_fn oom, uintptr_t alig
    * heap_maintain (the delayed list, the ticked sweeps and purges) keeps
    * the pace of the slabs' refills, as without the profiler, not the
    * batches' (which never borrow, so align does not matter there). */
-  if (HAK_LIKELY(h->batch == NULL)) return heap_refill_as(h, cls, oom, NULL, align);
+  if (HAK_LIKELY(h->batch == NULL)) {
+#if HEAP_XC_ENABLE
+    /* The classes the thread allocates are those whose foreign frees it
+     * keeps; kept blocks serve before a new slab (not an aligned request:
+     * they may lack its alignment). */
+    if (cls < HEAP_XC_MASK_CLASSES) {
+      uint64_t bit = (uint64_t)1 << cls;
+      h->xm.want |= bit;
+      if (HAK_UNLIKELY((h->xm.live | h->xm.has) & bit) && align == 1)
+        return __atomic_load_n(&heap_xc_ops, __ATOMIC_RELAXED)->serve(h, cls, oom);
+    }
+#endif
+    return heap_refill_as(h, cls, oom, NULL, align);
+  }
   heap_owner_enter(h);
   void *p = HAK_UNLIKELY(h->rcache.busy != 0) ? heap_batch_settle(h, cls, oom) : heap_batch_refill(h, cls, oom);
   heap_owner_exit(h);
@@ -1154,7 +1186,7 @@ static void heap_thread_exit(void *arg) {
    * alone); heap_retire works under h->lock. */
   heap_owner_enter(h);
   if (h->batch != NULL) heap_batch_return(h);
-  heap_xc_flush(h);
+  heap_kept_flush(h);
   heap_flush_remote(h);
   heap_drain_delayed(h, true);
   heap_owner_exit(h);

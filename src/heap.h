@@ -61,40 +61,54 @@ enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 
 /* Blocks of other threads' slabs that this thread freed and keeps to
  * reuse (the freeing thread reuses what it frees: tcmalloc's thread cache
- * idea on a slab-owning design). Per class one LIFO list, linked and marked
- * like any free block (a second free of a kept block is seen as a double
- * free), headed by a stand-in descriptor (run[cls]) that carries the
- * geometry of the head block's slab: when the class's current slab runs
- * out, the direct table points at it (until the list does), so malloc's
- * one-branch pop serves them (a thread reuses foreign blocks only when it
- * would otherwise refill: every kept block it frees again later is a
- * foreign free, the slow way) and
- * stops (its slab-area test fails) where the list crosses into another
- * slab; the slow path then re-targets the stand-in at the next block's
- * slab. The blocks stay counted in use by their slabs until they travel
- * home, so no slab empties (or changes hands empty) under the cache. Owner
- * thread only. A class holds at most HEAP_XC_CLASS_BLOCKS blocks or
- * HEAP_XC_CLASS_BYTES: past that a foreign free goes home at once. */
-/* Off by default: measured (callgrind) fewer instructions on remote_mix and
- * alltoall but more on rounds and xmalloc (docs/design.md, "Blocks that
- * travel"); build with -DHEAP_XC_ENABLE=1 to turn it on. */
+ * idea on a slab-owning design), kept only while the slab's owner heap
+ * lends (heap_t.lend: the idle collector found its thread idle, and it has
+ * not refilled since). Keeping every foreign block (HEAP_XC_ALWAYS, the
+ * test builds) made larson 0.81x and xmalloc_16t 0.91x as fast: a busy
+ * owner reuses its blocks as soon as they come home, and a block kept
+ * elsewhere is one it takes fresh memory for instead. An idle owner
+ * reuses nothing: a thread that built a structure and waits while others
+ * rewrite it (bench_handoff) had them take fresh pages for every block
+ * they freed until the collector handed its superslabs over (1.8x as
+ * fast and 125 against 150-166 MiB at the peak when kept, tcmalloc 124).
+ * Per class one LIFO list, linked and marked like any free block (a
+ * second free of a kept block is seen as a double free), headed by a
+ * stand-in descriptor (run[cls]) that carries the geometry of the head
+ * block's slab: when the class's current slab runs out, the direct table
+ * points at it (until the list does), so malloc's one-branch pop serves
+ * them (a thread reuses foreign blocks only when it would otherwise
+ * refill). The blocks stay counted in use by their slabs until they
+ * travel home, so no slab empties (or changes hands empty) under the
+ * cache. Owner thread only. A class holds at most HEAP_XC_CLASS_BLOCKS
+ * blocks or HEAP_XC_CLASS_BYTES: past that a foreign free goes home at
+ * once. The masks lie in the heap's first page, the stand-ins (9 KiB)
+ * after the remote cache, on pages a thread that keeps nothing never
+ * writes. */
 #ifndef HEAP_XC_ENABLE
-#define HEAP_XC_ENABLE 0
+#define HEAP_XC_ENABLE 1
+#endif
+#ifndef HEAP_XC_ALWAYS
+#define HEAP_XC_ALWAYS 0
 #endif
 #define HEAP_XC_CLASS_BYTES ((uint32_t)16384) /* per class */
 #define HEAP_XC_CLASS_BLOCKS 128u
 #define HEAP_XC_MASK_CLASSES 64u
+typedef struct heap_xmask {
+  /* The masks hold the first HEAP_XC_MASK_CLASSES classes (the direct
+   * table's are all among them); the classes past them are never kept. */
+  uint64_t want;   /* classes this thread allocates (set by its refills) */
+  uint64_t live;   /* classes the direct table serves from run[] */
+  uint64_t has;    /* classes whose list may hold blocks (set by a keep) */
+  bool served;     /* the thread has handed out a kept block (heap_freed_last) */
+} heap_xmask_t;
 typedef struct heap_xcache {
   /* run[c].free heads the list; run[c].used counts the pops (slab_pop) */
   slab_t run[HAK_NCLASS];
   uint16_t n[HAK_NCLASS]; /* pushes; held = n - run.used (16-bit) */
-  uint64_t want;   /* classes this thread allocates (set by its slow allocations) */
-  uint64_t live;   /* classes the direct table serves from run[] */
-  /* The masks hold the first HEAP_XC_MASK_CLASSES classes (the direct
-   * table's are all among them); the classes past them are never kept. */
 } heap_xcache_t;
 
-/* Kept within one page (heap_new carves one per page): 3.4 KiB. */
+/* 3.4 KiB up to the remote cache, 13.5 KiB with the kept blocks'
+ * stand-ins (heap_new gives each heap whole pages of its own). */
 typedef struct heap {
   uintptr_t tid;                     /* owner tag of its slabs (see superslab.h) */
   slab_t *cur[HAK_NCLASS];           /* the class's current slab */
@@ -144,8 +158,15 @@ typedef struct heap {
    * push, whoever takes blocks off the list subtracts them. One add per
    * published batch, on the remote path to a full slab only. */
   _Atomic size_t delayed_bytes;
+  /* Other threads may keep the blocks of this heap's slabs that they free
+   * (heap_xc.c): set by the idle collector when it finds the thread idle,
+   * cleared by the thread's next refill (heap_maintain) or the
+   * collector's next look that sees it run. Read by the freeing threads
+   * once per foreign free that joins no batch; on the line the remote
+   * publishers write anyway. */
+  _Atomic uint32_t lend;
 #if HEAP_XC_ENABLE
-  heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
+  heap_xmask_t xm;                   /* what the kept blocks below serve */
 #endif
   /* Profiling (HAKMEM_PROF) with the fast paths open: pops take from a
    * per-class batch descriptor (batch[cls]) that a refill fills from the
@@ -200,12 +221,16 @@ typedef struct heap {
   bool dead;                         /* fork child: belonged to a thread that is gone */
   struct heap *pool_next;
   struct heap *all_next;         /* every heap ever made (never freed) */
-  /* This thread's pending frees into others' slabs. Last: the heap is a
-   * little over a page (two pages each, heap.c's heap_new), and only this
-   * cache's last ways lie on the second, so a thread that frees no other
-   * thread's block touches one page of its heap, not two (heap_reset
-   * writes the cache only when it is not empty). */
+  /* This thread's pending frees into others' slabs. Last but for the
+   * kept blocks: the heap is a little over a page (heap.c's heap_new
+   * gives it whole pages), and only this cache's last ways lie on the
+   * second, so a thread that frees no other thread's block touches one
+   * page of its heap, not two (heap_reset writes the cache only when it
+   * is not empty), and one that keeps none never writes the pages of xc. */
   remote_cache_t rcache;
+#if HEAP_XC_ENABLE
+  heap_xcache_t xc;                  /* others' blocks this thread freed, for reuse */
+#endif
 } heap_t;
 
 typedef struct heap_front {
@@ -276,22 +301,44 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner);
  * thread's fast-path heap) or another thread took it first. Cold. */
 bool heap_adopt_on_free(heap_t *h, slab_t *s) HAK_COLD;
 #if HEAP_XC_ENABLE
-/* A block b of s (a live block start, not marked) freed by the calling
- * thread, which does not own s; h is the thread's heap (NULL: none). It is
- * kept for the thread's own allocations of the class when the thread
- * allocates it, else (and on overflow) sent home through h's remote cache. */
+/* b, a live block start of s (not marked), freed by the calling thread,
+ * which does not own s, and joining no batch of its remote cache (h: the
+ * thread's heap, NULL: none): kept when s's owner heap lends (or in the
+ * HEAP_XC_ALWAYS build) and the thread allocates the class, else (and on
+ * overflow) sent home (remote_free_slow). */
 void heap_free_foreign(heap_t *h, slab_t *s, block_t *b);
-/* h keeps blocks of class cls (h->xc.run[cls].free != NULL): once the
- * current slab has none left, they serve the class (the direct table
- * points at run[cls]) until they run out. */
-void *heap_xc_use(heap_t *h, unsigned cls);
-/* Class cls is live in h's cache: a kept block, or (the list ran out)
- * the direct table goes back to the current slab and the usual path serves. */
-void *heap_xc_alloc(heap_t *h, unsigned cls);
-/* Send every kept block home (into h's remote cache: flush that after). */
-void heap_xc_flush(heap_t *h);
-#else
-HAK_INLINE void heap_xc_flush(heap_t *h) { (void)h; }
+/* Is b, a block of s (a slab the calling thread does not own), the block
+ * this thread freed last? Then a free (or realloc) of b now is a second one
+ * in a row: the default build's one double-free check (a block freed twice
+ * in a row heads the list its first free put it on), for the blocks of
+ * other threads' slabs that kept blocks make a thread hand out. The first
+ * free put b at the head of its way in the remote cache, or of the kept
+ * list of its class, or (its batch published at once) of s's thread_free
+ * list or its owner's delayed list. Slow paths only: a miss costs the
+ * lines of s's thread_free and of its owner heap's delayed word. */
+HAK_INLINE bool heap_freed_last(const heap_t *h, const slab_t *s, const void *b) {
+  const remote_pending_t *w = &h->rcache.way[remote_way_of(s)];
+  if (w->slab == s && w->head == b) return true;
+  /* The rest only in a thread that handed out kept blocks: the lines it
+   * reads are other threads', likely misses on every foreign free that
+   * joins no batch (a consumer that only frees would pay them for nothing). */
+  if (HAK_LIKELY(!h->xm.served)) return false;
+  unsigned c = s->cls;
+  if (c < HEAP_XC_MASK_CLASSES && ((h->xm.has >> c) & 1) && b == h->xc.run[c].free) return true;
+  if ((atomic_load_explicit(slab_tf(s), memory_order_relaxed) & TF_PTR_MASK) == (uintptr_t)b) return true;
+  const heap_t *o = ss_heap(ss_of(s));
+  return o != NULL && atomic_load_explicit(&o->delayed, memory_order_relaxed) == (uintptr_t)b;
+}
+/* What heap.c calls of heap_xc.c, which lies above it: registered with the
+ * first block a thread keeps, so NULL while no thread has kept one. */
+typedef struct heap_xc_ops {
+  /* A refill of a class in xm.live | xm.has (align 1): a kept block, or
+   * (none left) the class's usual refill. */
+  void *(*serve)(heap_t *h, unsigned cls, heap_oom_fn oom);
+  /* Every kept block home (into h's remote cache: flush that after). */
+  void (*flush)(heap_t *h);
+} heap_xc_ops_t;
+extern const heap_xc_ops_t *heap_xc_ops;
 #endif
 /* calloc's block of class cls from h, the calling thread's heap (not
  * profiling): *zeroed is set when no byte of it was written since the

@@ -530,6 +530,8 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
   uint32_t kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
   if (kid == 0 || !os_thread_cpu_ns(kid, &cpu)) return false;
   if (tick != h->idle_tick || cpu != h->idle_cpu_ns) {
+    if (HAK_UNLIKELY(atomic_load_explicit(&h->lend, memory_order_relaxed) != 0))
+      atomic_store_explicit(&h->lend, 0, memory_order_relaxed);
     h->idle_tick = tick;
     h->idle_cpu_ns = cpu;
     h->idle_ms = h->idle_since = now;
@@ -987,7 +989,13 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
       if (next_due != NULL && now + 1 < *next_due) *next_due = now + 1;
       continue;
     }
-    if (collect) heap_collect_idle(h, now);
+    if (collect) {
+      /* Idle for a gap at least: what the others free of its blocks they
+       * may keep and reuse (heap_xc.c), instead of taking fresh memory
+       * while it comes here. */
+      if (atomic_load_explicit(&h->lend, memory_order_relaxed) == 0) atomic_store_explicit(&h->lend, 1, memory_order_relaxed);
+      heap_collect_idle(h, now);
+    }
     if (!h->dead && (force || atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) <= now))
       purged += heap_purge(h, now, force);
     due = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
@@ -1037,7 +1045,8 @@ size_t heap_for_each_meta(void (*fn)(const void *p, size_t len, void *arg), void
 }
 
 /* Bytes of blocks waiting in the threads' caches of pending remote frees
- * (remote.h): freed by the program, still counted in their slabs' used. */
+ * (remote.h) and kept by them (heap_xc.c): freed by the program, still
+ * counted in their slabs' used. */
 size_t heap_remote_pending_bytes(void) {
   size_t total = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
@@ -1049,6 +1058,16 @@ size_t heap_remote_pending_bytes(void) {
       int32_t start = __atomic_load_n(&w->start, __ATOMIC_RELAXED);
       if (s != NULL && start >= room) total += remote_way_bytes(start, room);
     }
+#if HEAP_XC_ENABLE
+    /* And the blocks it keeps (heap_xc.c): pushes less pops per class. */
+    uint64_t kept = __atomic_load_n(&h->xm.live, __ATOMIC_RELAXED) | __atomic_load_n(&h->xm.has, __ATOMIC_RELAXED);
+    for (; kept != 0; kept &= kept - 1) {
+      unsigned c = (unsigned)__builtin_ctzll(kept);
+      uint16_t n = __atomic_load_n(&h->xc.n[c], __ATOMIC_RELAXED);
+      uint16_t used = (uint16_t)__atomic_load_n(&h->xc.run[c].used, __ATOMIC_RELAXED);
+      total += (size_t)(uint16_t)(n - used) * sc_size[c];
+    }
+#endif
   }
   return total;
 }

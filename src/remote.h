@@ -98,12 +98,14 @@ HAK_INLINE uint32_t remote_way_blocks(const remote_pending_t *w, const slab_t *s
 HAK_INLINE unsigned remote_way_of(const slab_t *s) { return (unsigned)((uintptr_t)s >> 7) & (REMOTE_WAYS - 1); }
 /* The common case of remote_free, inline: the way of rc already holds s's
  * batch, which stays below its limits, and the periodic flush is not due;
- * b joins it. False (nothing done) otherwise: remote_free_slow's case.
+ * b joins it. False (nothing done) otherwise: remote_free_slow's case, or
+ * b heading the batch already (freed twice in a row, which the caller's
+ * slow path reports: heap.h, heap_freed_last).
  * The way keeps no count of its blocks: its room says it. */
 HAK_INLINE bool remote_free_fast(remote_cache_t *rc, slab_t *s, block_t *b) {
   remote_pending_t *w = &rc->way[remote_way_of(s)];
   int32_t room = w->room - (int32_t)s->bsize;
-  if (HAK_LIKELY(w->slab == s && room > 0 && rc->credit > 1)) {
+  if (HAK_LIKELY(w->slab == s && room > 0 && rc->credit > 1 && w->head != b)) {
     blk_free(b, w->head);
     w->head = b;
     w->room = room;

@@ -17,7 +17,8 @@
  *     fork   fork while other threads hold foreign blocks they freed; the
  *            child allocates, checks and frees, and exits 0
  * Built against libhakmem.so, and with -DUSE_HAK_API against the core built
- * with the cache on (-DHEAP_XC_ENABLE=1) and under ThreadSanitizer.
+ * keeping every foreign block (-DHEAP_XC_ALWAYS=1; the library keeps only
+ * an idle owner's) and under ThreadSanitizer.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
