@@ -699,8 +699,7 @@ static void heap_maintain(heap_t *h) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != 0) heap_drain_delayed(h, false);
   if (h->rcache.busy != 0) heap_flush_remote(h);
   /* Refilling: the thread reuses what comes home again. */
-  if (HAK_UNLIKELY(atomic_load_explicit(&h->lend, memory_order_relaxed) != 0))
-    atomic_store_explicit(&h->lend, 0, memory_order_relaxed);
+  heap_lend_set(h, 0);
   /* Atomic: the collector of idle heaps reads it to see that we refill
    * (a release: one that sees it sees the heap set up). */
   uint32_t tick = h->tick + 1;

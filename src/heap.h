@@ -307,6 +307,14 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) HAK_COLD;
  * HEAP_XC_ALWAYS build) and the thread allocates the class, else (and on
  * overflow) sent home (remote_free_slow). */
 void heap_free_foreign(heap_t *h, slab_t *s, block_t *b);
+/* Sets h's lend flag to v (heap_t.lend). Tested first: the flag shares
+ * its line with what remote publishers write, and a store that changes
+ * nothing would still take the line from them. */
+HAK_INLINE void heap_lend_set(heap_t *h, uint32_t v) {
+  if (HAK_UNLIKELY(atomic_load_explicit(&h->lend, memory_order_relaxed) != v))
+    atomic_store_explicit(&h->lend, v, memory_order_relaxed);
+}
+
 /* Is b, a block of s (a slab the calling thread does not own), the block
  * this thread freed last? Then a free (or realloc) of b now is a second one
  * in a row: the default build's one double-free check (a block freed twice

@@ -530,8 +530,7 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
   uint32_t kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
   if (kid == 0 || !os_thread_cpu_ns(kid, &cpu)) return false;
   if (tick != h->idle_tick || cpu != h->idle_cpu_ns) {
-    if (HAK_UNLIKELY(atomic_load_explicit(&h->lend, memory_order_relaxed) != 0))
-      atomic_store_explicit(&h->lend, 0, memory_order_relaxed);
+    heap_lend_set(h, 0);
     h->idle_tick = tick;
     h->idle_cpu_ns = cpu;
     h->idle_ms = h->idle_since = now;
@@ -993,7 +992,7 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
       /* Idle for a gap at least: what the others free of its blocks they
        * may keep and reuse (heap_xc.c), instead of taking fresh memory
        * while it comes here. */
-      if (atomic_load_explicit(&h->lend, memory_order_relaxed) == 0) atomic_store_explicit(&h->lend, 1, memory_order_relaxed);
+      heap_lend_set(h, 1);
       heap_collect_idle(h, now);
     }
     if (!h->dead && (force || atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) <= now))

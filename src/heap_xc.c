@@ -123,9 +123,10 @@ static bool heap_xc_lent(const slab_t *s) {
   return o != NULL && atomic_load_explicit(&o->lend, memory_order_relaxed) != 0;
 }
 
-/* b goes on h's list of its class (true), unless the thread does not
- * allocate the class or the list is full. In the cold segment with the rest
- * of the file: only threads that free an idle owner's blocks come here. */
+/* b goes on h's list of its class (true), unless the list is full; the
+ * caller (heap_free_foreign) has found that the thread allocates the
+ * class. In the cold segment with the rest of the file: only threads that
+ * free an idle owner's blocks come here. */
 static HAK_COLD bool heap_xc_keep(heap_t *h, slab_t *s, block_t *b) {
   heap_xcache_t *xc = &h->xc;
   unsigned c = s->cls;
@@ -134,8 +135,7 @@ static HAK_COLD bool heap_xc_keep(heap_t *h, slab_t *s, block_t *b) {
    * full class sends the block home at once: the kept ones wait for the
    * thread's allocations, and nothing is walked. */
   uint32_t held = (uint16_t)(xc->n[c] - r->used);
-  if (c >= HEAP_XC_MASK_CLASSES || !((h->xm.want >> c) & 1) || held >= HEAP_XC_CLASS_BLOCKS ||
-      (held + 1) * s->bsize > HEAP_XC_CLASS_BYTES)
+  if (held >= HEAP_XC_CLASS_BLOCKS || (held + 1) * s->bsize > HEAP_XC_CLASS_BYTES)
     return false;
   if (HAK_UNLIKELY(__atomic_load_n(&heap_xc_ops, __ATOMIC_RELAXED) == NULL))
     __atomic_store_n(&heap_xc_ops, &heap_xc_entries, __ATOMIC_RELEASE);
@@ -204,8 +204,8 @@ static void *heap_xc_serve(heap_t *h, unsigned cls, heap_oom_fn oom) {
 }
 
 static void heap_xc_flush(heap_t *h) {
-  for (unsigned c = 0; c < HEAP_XC_MASK_CLASSES; c++) {
-    if (!(((h->xm.live | h->xm.has) >> c) & 1)) continue;
+  for (uint64_t m = h->xm.live | h->xm.has; m != 0; m &= m - 1) {
+    unsigned c = (unsigned)__builtin_ctzll(m);
     if (h->xc.run[c].free != NULL) {
       heap_xc_len(h, c);
       heap_xc_spill(h, c);
