@@ -147,6 +147,10 @@ typedef struct heap {
    * its current slab is never taken again. Owner only. */
   uint16_t cur_taken[HAK_NCLASS];
   uint64_t cur_keep[(HAK_NCLASS + 63) / 64]; /* a bit per class */
+  /* heap_adopt_on_free refused a superslab of this kind at this refill
+   * count (tick + 1; 0: none), because the heap had a free slab of it:
+   * the refusal stands until the next refill. Owner only. */
+  uint32_t adopt_no[SS_KINDS];
   /* owned superslabs by kind, those with free slabs first (ss_dlist) */
   superslab_t *owned_head[SS_KINDS];
   superslab_t *owned_tail[SS_KINDS];
