@@ -195,7 +195,7 @@ static HAK_SLOW void free_remote_slow(heap_t *h, slab_t *s, block_t *b) {
 #if HEAP_XC_ENABLE
   heap_free_foreign(h, s, b);
 #else
-  if (HAK_UNLIKELY(remote_free_slow(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED)) ss_abandon_note_free();
+  remote_send_slow(h != NULL ? &h->rcache : NULL, s, b);
 #endif
 }
 

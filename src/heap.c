@@ -565,7 +565,7 @@ bool heap_adopt_on_free(heap_t *h, slab_t *s) {
   }
   lock_release(&h->lock);
   heap_owner_exit(h);
-  if (pub == REMOTE_ABANDONED) ss_abandon_note_free();
+  remote_note(pub);
   return take;
 }
 
@@ -643,7 +643,7 @@ void heap_free_local(heap_t *h, slab_t *s, block_t *b, uintptr_t owner) {
     if (HAK_UNLIKELY(atomic_load_explicit(&s->owner, memory_order_acquire) != owner)) {
       lock_release(&h->lock);
       heap_owner_exit(h);
-      if (remote_free(&h->rcache, s, b) == REMOTE_ABANDONED) ss_abandon_note_free();
+      remote_send(&h->rcache, s, b);
       return;
     }
     blk_free(b, s->free);
@@ -676,8 +676,7 @@ static void heap_drain_delayed(heap_t *h, bool close) {
     if ((owner & ~OWNER_FULL) != h->tid) {
       taken += s->bsize;
       next = blk_next(b);
-      if (remote_free(NULL, s, b) == REMOTE_ABANDONED) /* the slab changed hands meanwhile */
-        ss_abandon_note_free();
+      remote_send(NULL, s, b); /* the slab changed hands meanwhile */
       b = next;
       continue;
     }
@@ -697,7 +696,7 @@ static void heap_drain_delayed(heap_t *h, bool close) {
 }
 
 void heap_flush_remote(heap_t *h) {
-  if (remote_flush(&h->rcache) == REMOTE_ABANDONED) ss_abandon_note_free();
+  remote_note(remote_flush(&h->rcache));
 }
 
 /* ---- purge --------------------------------------------------------------- */

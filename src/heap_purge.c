@@ -770,19 +770,6 @@ static void heap_handover(heap_t *h, superslab_t *ss) {
   ss_abandon_push(ss);
 }
 
-/* Blocks of a run of the delayed list whose slab is no longer h's (handed
- * over, and adopted or abandoned since): each goes on to the slab's
- * thread_free, as heap_drain_delayed sends them. */
-static void heap_forward_run(slab_t *s, block_t *b, unsigned n) {
-  int r = REMOTE_OK;
-  for (unsigned i = 0; i < n; i++) {
-    block_t *next = blk_next(b);
-    r |= remote_free(NULL, s, b);
-    b = next;
-  }
-  if (r == REMOTE_ABANDONED) ss_abandon_note_free();
-}
-
 /* Under h->lock and the decay pass lock. Returns the slabs released (of
  * the delayed list, then of the lists: heap_collect_lists) and the
  * superslabs handed over. */
@@ -826,10 +813,12 @@ static unsigned heap_collect_idle(heap_t *h, uint64_t now) {
     }
     uintptr_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if ((owner & ~OWNER_FULL) != h->tid) {
-      /* Not h's any more (handed over by an earlier collection): a list
-       * the owner may never drain again must not keep it. */
+      /* Not h's any more (handed over by an earlier collection, and
+       * adopted or abandoned since): a list the owner may never drain
+       * again must not keep it. The run goes on to the slab's
+       * thread_free, as heap_drain_delayed sends such blocks. */
       taken += (size_t)n * s->bsize;
-      heap_forward_run(s, b, n);
+      remote_send_chain(NULL, s, b, n);
       continue;
     }
     if (owner == full && hand && heap_handover_pick(h, &ho, ss_of(s))) {

@@ -101,13 +101,7 @@ static unsigned heap_xc_len(heap_t *h, unsigned c) {
 static void heap_xc_spill(heap_t *h, unsigned c) {
   block_t *b = h->xc.run[c].free;
   h->xc.run[c].free = NULL;
-  int r = REMOTE_OK;
-  while (b != NULL) {
-    block_t *next = blk_next(b);
-    r |= remote_free(&h->rcache, ss_slab_of(b, ownmap_get(b)), b);
-    b = next;
-  }
-  if (r == REMOTE_ABANDONED) ss_abandon_note_free();
+  remote_send_chain(&h->rcache, NULL, b, ~0u); /* the whole list */
   heap_xc_close(h, c);
 }
 
@@ -164,8 +158,7 @@ HAK_TEXT_HOT void heap_free_foreign(heap_t *h, slab_t *s, block_t *b) {
   if (h != NULL && s->cls < HEAP_XC_MASK_CLASSES && ((h->xm.want >> s->cls) & 1) && heap_xc_lent(s) &&
       heap_xc_keep(h, s, b))
     return;
-  if (HAK_UNLIKELY(remote_free_slow(h != NULL ? &h->rcache : NULL, s, b) == REMOTE_ABANDONED))
-    ss_abandon_note_free();
+  remote_send_slow(h != NULL ? &h->rcache : NULL, s, b);
 }
 
 /* Class cls is live in h's cache: a kept block, or (the list ran out)

@@ -153,3 +153,13 @@ void remote_delayed_put(heap_t *h, block_t *head, block_t *tail) {
 void remote_delayed_taken(heap_t *h, size_t bytes) {
   if (bytes != 0) atomic_fetch_sub_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
 }
+
+void remote_send_chain(remote_cache_t *rc, slab_t *s, block_t *b, unsigned n) {
+  int r = REMOTE_OK;
+  for (; n != 0 && b != NULL; n--) {
+    block_t *next = blk_next(b);
+    r |= remote_free(rc, s != NULL ? s : ss_slab_of(b, ss_of(b)->slab_shift), b);
+    b = next;
+  }
+  remote_note(r);
+}

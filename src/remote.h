@@ -18,8 +18,9 @@
  * Collecting a slab's thread_free and dropping its full mark belong to
  * the slab's owner (superslab.c: ss_slab_collect, ss_slab_clear_mark).
  * Where a publish found the slab abandoned it says so, and the caller
- * tells the abandoned list.
- * May call: superslab (ss_slab_clear_mark), decay (decay_note_idle: a
+ * tells the abandoned list (remote_note, or remote_send and
+ * remote_send_chain, which send and note).
+ * May call: superslab (ss_slab_clear_mark, ss_abandon_note_free), decay (decay_note_idle: a
  * delayed list that grows past HEAP_DELAYED_WAKE_BYTES wakes the purge
  * thread, whose collector takes an idle heap's list); reads superslab.h's
  * and heap.h's inline accessors.
@@ -123,6 +124,22 @@ HAK_INLINE int remote_free(remote_cache_t *rc, slab_t *s, block_t *b) {
 }
 /* Publish every pending batch of rc. */
 int remote_flush(remote_cache_t *rc);
+/* What every caller does with a publish's result: one that reached an
+ * abandoned slab tells the abandoned list, so that a thread that frees
+ * into it may adopt it (superslab.c). */
+HAK_INLINE void remote_note(int r) {
+  if (HAK_UNLIKELY(r == REMOTE_ABANDONED)) ss_abandon_note_free();
+}
+/* b goes home through rc (remote_free), its result noted. */
+HAK_INLINE void remote_send(remote_cache_t *rc, slab_t *s, block_t *b) { remote_note(remote_free(rc, s, b)); }
+/* The same, where remote_free_fast has been tried already. */
+HAK_INLINE void remote_send_slow(remote_cache_t *rc, slab_t *s, block_t *b) {
+  remote_note(remote_free_slow(rc, s, b));
+}
+/* The first n blocks of the chain from b (linked by blk_next) go home
+ * through rc, all to slab s, or (s NULL) each to its own slab; abandoned
+ * results are noted once. */
+void remote_send_chain(remote_cache_t *rc, slab_t *s, block_t *b, unsigned n);
 /* Owner, s exhausted: mark it full. False if remote frees arrived first
  * (collect them instead). */
 bool remote_mark_full(slab_t *s, struct heap *h);
