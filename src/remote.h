@@ -20,10 +20,10 @@
  * Where a publish found the slab abandoned it says so, and the caller
  * tells the abandoned list (remote_note, or remote_send and
  * remote_send_chain, which send and note).
- * May call: superslab (ss_slab_clear_mark, ss_abandon_note_free), decay (decay_note_idle: a
- * delayed list that grows past HEAP_DELAYED_WAKE_BYTES wakes the purge
- * thread, whose collector takes an idle heap's list); reads superslab.h's
- * and heap.h's inline accessors.
+ * May call: superslab (ss_slab_clear_mark, ss_abandon_note_free), decay
+ * (decay_note_idle: a delayed list that grows past HEAP_DELAYED_WAKE_BYTES
+ * wakes the purge thread, whose collector takes an idle heap's list);
+ * reads superslab.h's and heap.h's inline accessors.
  */
 #ifndef HAK_REMOTE_H
 #define HAK_REMOTE_H
