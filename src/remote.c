@@ -154,7 +154,10 @@ void remote_delayed_taken(heap_t *h, size_t bytes) {
   if (bytes != 0) atomic_fetch_sub_explicit(&h->delayed_bytes, bytes, memory_order_relaxed);
 }
 
-void remote_send_chain(remote_cache_t *rc, slab_t *s, block_t *b, unsigned n) {
+/* Cold: a kept-block spill and the forwarding of a handed-over slab's run
+ * are rare, and the hot code must fit one fault-around window
+ * (test_footprint). */
+HAK_TEXT_COLD void remote_send_chain(remote_cache_t *rc, slab_t *s, block_t *b, unsigned n) {
   int r = REMOTE_OK;
   for (; n != 0 && b != NULL; n--) {
     block_t *next = blk_next(b);
