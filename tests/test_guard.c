@@ -86,8 +86,11 @@ static void check_carve_order(void)
         printf("FAIL: %d blocks handed out twice\n", same);
         failures++;
     }
-    if (next > (K - 1) / 2) {
-        printf("FAIL: fresh blocks come in address order\n");
+    /* A uniform order of a window of 8 makes one successor in eight the
+     * next block; a quarter leaves room for the batches' short last
+     * windows and catches a draw that favours the identity. */
+    if (next > (K - 1) / 4) {
+        printf("FAIL: fresh blocks come in address order too often\n");
         failures++;
     }
     if (near < (K - 1) * 9 / 10) {
