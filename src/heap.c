@@ -953,23 +953,13 @@ static bool heap_slab_ready(slab_t *s) { return s->free != NULL || s->cold != NU
  * returned), a slab is taken from a superslab. NULL when out of memory. */
 static slab_t *heap_next_slab(heap_t *h, unsigned cls, uintptr_t align, slab_t **lent) {
   if (HAK_UNLIKELY(h->cur_taken[cls] != 0)) heap_cur_back(h, cls);
-  /* Fewer big slabs wait: each holds megabytes. */
-  unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
   for (slab_t *w = h->list_head[HEAP_WAITING][cls], *next; w != NULL; w = next) {
     next = w->next;
     if (heap_slab_ready(w)) {
       heap_list_remove(h, w);
       return w;
     }
-    /* Past the limit, the oldest that got nothing back waited long
-     * enough: from now on blocks freed into it reach us through a local
-     * free or the delayed list (remote.c). Marked as the walk passes it,
-     * not only when no slab of the class was ready: a class whose slabs
-     * each got a block or two back found one ready at almost every
-     * refill, never trimmed its list, and walked every slab on it each
-     * time (bench_handoff's workers: ~20 a refill, 38 M of the 144 M
-     * instructions of their refills). */
-    if (h->waiting_n[cls] > max) {
+    if (h->waiting_n[cls] > HEAP_WAIT_LONG) { /* a long list: see HEAP_WAIT_LONG */
       heap_list_remove(h, w);
       if (!remote_mark_full(w, h)) return w; /* frees arrived first */
     }
@@ -978,6 +968,14 @@ static slab_t *heap_next_slab(heap_t *h, unsigned cls, uintptr_t align, slab_t *
   if (s != NULL) return s;
   if (HAK_UNLIKELY(__atomic_load_n(&h->parked[cls], __ATOMIC_RELAXED) != NULL) && (s = heap_unpark(h, cls)) != NULL)
     return s;
+  /* Fewer big slabs wait: each holds megabytes. */
+  unsigned max = sc_kind(cls) == SC_KIND_SMALL ? HEAP_WAITING_MAX : 1;
+  while (h->waiting_n[cls] > max) {
+    slab_t *w = heap_list_pop(h, HEAP_WAITING, cls);
+    /* It waited long enough: from now on blocks freed into it reach us
+     * through a local free or the delayed list (remote.c). */
+    if (!remote_mark_full(w, h)) return w; /* frees arrived first */
+  }
   if ((*lent = heap_borrow(h, cls, align)) != NULL) return &heap_empty_slab;
   s = heap_new_slab(h, cls);
   if (s != NULL && s->on_list) heap_list_remove(h, s);

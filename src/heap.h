@@ -43,6 +43,19 @@
 enum { HEAP_PARTIAL = 0, HEAP_WAITING = 1 };
 /* Exhausted slabs a class keeps waiting before the oldest is marked full. */
 #define HEAP_WAITING_MAX 4
+/* Past this many, a refill's walk over them (heap.c, heap_next_slab)
+ * marks full each oldest one it passes that got nothing back. The trim
+ * to HEAP_WAITING_MAX runs only when no waiting slab was ready: a class
+ * whose slabs each got a block or two back found one ready at almost
+ * every refill, and its list grew with every refill testing each slab on
+ * it (bench_handoff's workers: 28 on average, up to 93, 15 tested a
+ * refill; ruby gc_phases.rb 8: 67, up to 255, 65 tested). Trimming to
+ * HEAP_WAITING_MAX as the walk passes (e5e1e55) made larson_sized and
+ * larson_16t_5k 0.80x and 0.86x as fast: larson's lists hold about 8
+ * (larson_16t_5k) to 15 (larson_10k), the oldest is ready 9 times in 10,
+ * and the next ones get their blocks back from other threads soon after,
+ * which a full mark sends the delayed-list way. */
+#define HEAP_WAIT_LONG 16u
 /* A waiting slab that got nothing back over this many of its heap's
  * refills is marked full at the next sweep (heap_sweep_waiting), however
  * few of its class wait. A class a thread fills few slabs of kept its
