@@ -544,6 +544,11 @@ void *alloc_pvalloc(size_t size) {
   return alloc_aligned(page, size == 0 ? page : align_up(size, page));
 }
 
+HAK_TEXT_COLD uint64_t alloc_thread_purge_delay_ms(void) {
+  init_ensure();
+  return heap_self_purge_delay_ms();
+}
+
 void alloc_collect(bool force) {
   init_ensure();
   if (opt.force_libc) return;

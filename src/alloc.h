@@ -31,5 +31,7 @@ void *alloc_pvalloc(size_t size);
 size_t alloc_usable_size(const void *p);
 void alloc_free_sized(void *p, size_t size);
 void alloc_collect(bool force);
+/* hak_ctl's thread.purge_delay_ms (heap_self_purge_delay_ms). */
+uint64_t alloc_thread_purge_delay_ms(void);
 
 #endif

@@ -145,6 +145,11 @@ HAK_EXPORT int hak_ctl(const char *name, void *oldp, size_t *oldlenp, const void
     __atomic_store_n(&opt.purge_delay_ms, v, __ATOMIC_RELAXED);
     return 0;
   }
+  if (strcmp(name, "thread.purge_delay_ms") == 0) {
+    CTL_READ_ONLY();
+    uint64_t v = alloc_thread_purge_delay_ms();
+    return ctl_out(oldp, oldlenp, &v, sizeof v);
+  }
   if (strncmp(name, "opt.", 4) == 0) {
     CTL_READ_ONLY();
     return options_get(name + 4, oldp, oldlenp);

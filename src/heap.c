@@ -103,6 +103,9 @@ static void heap_reset(heap_t *h) {
   h->cool_grow_ms = 0;
   h->grow_lost = h->grow_back = 0;
   h->grow_spare = false;
+  __atomic_store_n(&h->decay_shift, 0, __ATOMIC_RELAXED);
+  h->decay_lost = h->decay_back = h->decay_tick = 0;
+  h->decay_ms = h->decay_cpu_ns = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   /* A way holds a batch only with its bit in busy set (remote.c), so an
    * empty cache (a fresh heap's zero pages, or one flushed) is left
@@ -327,7 +330,10 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
       break;
     }
   }
-  if (warm) heap_dirty_add(h, ss_slab_room(ss, idx), -1);
+  if (warm)
+    heap_dirty_add(h, ss_slab_room(ss, idx), -1);
+  else if (HAK_UNLIKELY(h->decay_lost != 0))
+    heap_decay_back(h, ss_slab_room(ss, idx));
   if (HAK_UNLIKELY((ss->grow_mask >> idx) & 1)) {
     /* Another heap's growth decommitted it, and h needs it after all. */
     ss->grow_mask &= ~((uint64_t)1 << idx);
@@ -739,6 +745,11 @@ static void heap_maintain(heap_t *h) {
       h->cool_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
     }
   }
+}
+
+HAK_TEXT_COLD uint64_t heap_self_purge_delay_ms(void) {
+  const heap_t *h = heap_front.self;
+  return opt.purge_delay_ms << (h != NULL ? __atomic_load_n(&h->decay_shift, __ATOMIC_RELAXED) : 0);
 }
 
 static void heap_drain_self_in(heap_t *self, bool force);

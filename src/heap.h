@@ -233,6 +233,15 @@ typedef struct heap {
    * decommitted, and how many of those it took back (heap_purge_grow). */
   uint32_t grow_lost, grow_back;
   bool grow_spare;                   /* heap_purge_grow spares its young free slabs */
+  /* Under lock: the purge delay's adaptation (heap_decay_adapt): the delay
+   * is the plain one shifted by decay_shift while the thread runs; KiB
+   * that purges by time gave back and that the heap took back, the time of
+   * the last such purge, and the refill count the last purge saw. */
+  uint8_t decay_shift;
+  uint32_t decay_lost, decay_back;
+  uint32_t decay_tick;
+  uint64_t decay_ms;
+  uint64_t decay_cpu_ns;             /* its thread's CPU time at that purge */
   uint32_t cool_pushed;              /* slabs listed since (HEAP_COOL_GROW_PUSHES) */
   uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */
@@ -400,6 +409,11 @@ size_t heap_purge_all(uint64_t now, bool force, bool blocking, uint64_t *next_du
  * and give back the pages of its free blocks of large classes idle for
  * the purge delay (all of them if force). */
 void heap_drain_self(bool force);
+/* The purge delay the calling thread's heap has now, the plain one
+ * shifted while the heap takes back what its purges give back
+ * (heap_purge.c, heap_decay_adapt); the plain one for a thread without a
+ * heap. hak_ctl's thread.purge_delay_ms. */
+uint64_t heap_self_purge_delay_ms(void);
 /* Resident bytes of free slabs over every heap (a racy sum, statistics);
  * *max_one: the most one heap holds, *heaps: how many hold any. */
 size_t heap_idle_bytes(size_t *max_one, size_t *heaps);

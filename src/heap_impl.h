@@ -164,6 +164,33 @@ void heap_release_slab_due(heap_t *h, slab_t *s, uint64_t due);
  * free superslabs idle that long (everything idle if force). Under
  * h->lock. Returns the bytes decommitted. */
 size_t heap_purge(heap_t *h, uint64_t now, bool force);
+/* The purge delay of a heap that takes back what its purges give back.
+ * A purge by time that decommitted memory, followed within
+ * HEAP_DECAY_WINDOW delays by the heap taking fresh or decommitted slabs
+ * (a program that frees a structure and builds it again over longer than
+ * the delay; with 16 threads on 2 cores, a thread that runs an eighth of
+ * the time), faulted those pages in again and saved nothing. Once the
+ * heap took back half of HEAP_DECAY_REGRET_MIN_KIB or more that such
+ * purges gave back (heap_decay_back), its delay becomes the idle time that
+ * memory had when the purge took it plus the time since, rounded up to a
+ * power of two times the plain delay (HEAP_DECAY_SHIFT_MAX doublings at
+ * most); once it took back less than a quarter of HEAP_DECAY_QUIET_KIB
+ * or more given back, the delay halves. The longer delay holds only while
+ * the heap's thread runs: a pass that finds neither a refill nor CPU time
+ * of the thread since the pass before purges with the plain delay, and
+ * while the delay is longer a pass comes at least once a plain delay, so
+ * a thread that goes quiet gives its memory back within two plain delays.
+ * heap_purge_grow and heap_cool keep the plain delay (peaks are theirs).
+ * Under h->lock. */
+#define HEAP_DECAY_SHIFT_MAX 4u
+#define HEAP_DECAY_REGRET_MIN_KIB 1024u
+#define HEAP_DECAY_QUIET_KIB 8192u
+#define HEAP_DECAY_WINDOW 4u
+void heap_decay_adapt(heap_t *h, size_t purged, uint64_t now, bool force);
+/* h takes a slab whose pages are not resident (fresh or decommitted), of
+ * bytes: counted as taken back if a purge by time gave memory back within
+ * the heap's delay before. Under h->lock. */
+void heap_decay_back(heap_t *h, size_t bytes);
 /* self (locked by the caller) is about to map a new superslab: every
  * other heap's free slabs (only if its lock is free; never skip's) and
  * self's idle for a quarter of the purge delay are decommitted now. The

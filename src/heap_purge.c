@@ -5,7 +5,9 @@
  * Owns: the list of every heap (heap_all: heap.c pushes each new heap);
  * a slab's return to its superslab, resident (heap_release_slab); the
  * purge of one heap (free slabs and wholly free superslabs idle for the
- * purge delay; parked slabs parked that long become free slabs) and of
+ * purge delay, longer for a heap that takes back what its purges gave
+ * back: heap_decay_adapt; parked slabs parked that long become free
+ * slabs) and of
  * every heap (heap_purge_heaps, for decay's pass
  * through heap.c's heap_purge_all); the sweep of a heap's waiting slabs;
  * the collection of an idle heap's delayed list (heap_collect_idle), of
@@ -120,7 +122,62 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
   return purged;
 }
 
-size_t heap_purge(heap_t *h, uint64_t now, bool force) { return heap_purge_as(h, now, opt.purge_delay_ms, force, false, false); }
+/* Whether h's thread refilled or ran since the last purge pass (a thread
+ * of 16 on 2 cores may run for a while on its caches alone). Cold: only a
+ * heap whose delay grew asks. */
+HAK_TEXT_COLD static bool heap_decay_busy(heap_t *h, uint32_t tick) {
+  uint64_t cpu = 0;
+  uint32_t kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
+  bool ran = kid != 0 && os_thread_cpu_ns(kid, &cpu) && cpu != h->decay_cpu_ns;
+  h->decay_cpu_ns = cpu;
+  return tick != h->decay_tick || ran;
+}
+
+size_t heap_purge(heap_t *h, uint64_t now, bool force) {
+  uint64_t delay = opt.purge_delay_ms;
+  uint32_t tick = __atomic_load_n(&h->tick, __ATOMIC_RELAXED);
+  if (h->decay_shift != 0 && heap_decay_busy(h, tick)) delay <<= h->decay_shift;
+  h->decay_tick = tick;
+  size_t purged = heap_purge_as(h, now, delay, force, false, false);
+  if (purged != 0 || h->decay_shift != 0) heap_decay_adapt(h, purged, now, force);
+  return purged;
+}
+
+/* Cold: only a heap that gives memory back by time, or took it back,
+ * comes here (a small program never does). */
+HAK_TEXT_COLD void heap_decay_adapt(heap_t *h, size_t purged, uint64_t now, bool force) {
+  if (purged != 0 && !force) {
+    if (h->decay_lost >= HEAP_DECAY_QUIET_KIB) {
+      /* Atomic stores: hak_ctl's thread.purge_delay_ms reads it unlocked. */
+      if (h->decay_back * 4 < h->decay_lost && h->decay_shift != 0)
+        __atomic_store_n(&h->decay_shift, (uint8_t)(h->decay_shift - 1), __ATOMIC_RELAXED);
+      h->decay_lost = h->decay_back = 0;
+    }
+    size_t kib = purged >> 10;
+    h->decay_lost = kib > UINT32_MAX - h->decay_lost ? UINT32_MAX : h->decay_lost + (uint32_t)kib;
+    h->decay_ms = now;
+  }
+  /* The next pass a plain delay on at the latest: it sees whether the
+   * thread still refills. */
+  uint64_t next = atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed);
+  if (h->decay_shift != 0 && next != UINT64_MAX && next > now + opt.purge_delay_ms)
+    atomic_store_explicit(&h->next_purge_ms, now + opt.purge_delay_ms, memory_order_relaxed);
+}
+
+HAK_TEXT_COLD void heap_decay_back(heap_t *h, size_t bytes) {
+  uint64_t now = os_now_ms(), delay = opt.purge_delay_ms << h->decay_shift;
+  if (now < h->decay_ms || now - h->decay_ms > delay * HEAP_DECAY_WINDOW) return;
+  uint32_t kib = (uint32_t)(bytes >> 10);
+  h->decay_back = kib >= h->decay_lost - h->decay_back ? h->decay_lost : h->decay_back + kib;
+  if (h->decay_lost < HEAP_DECAY_REGRET_MIN_KIB || h->decay_back * 2 < h->decay_lost) return;
+  /* Half of it came back: the delay that would have kept it, the idle time
+   * it had when the purge took it plus the time since. */
+  uint64_t need = delay + (now - h->decay_ms);
+  unsigned s = h->decay_shift;
+  while (s < HEAP_DECAY_SHIFT_MAX && (opt.purge_delay_ms << s) < need) s++;
+  __atomic_store_n(&h->decay_shift, (uint8_t)s, __ATOMIC_RELAXED);
+  h->decay_lost = h->decay_back = 0;
+}
 
 size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
   uint64_t delay = opt.purge_delay_ms / HEAP_COOL_STEPS;
