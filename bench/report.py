@@ -94,7 +94,7 @@ IDLE = "idle_16t"
 IDLE_AT = [0, 100, 200, 500, 1000]
 # Real programs from Debian packages (bench/real/).
 REAL = ["real_sqlite", "real_python", "real_gcc", "real_redis", "real_ruby", "real_sort", "real_jq", "real_git",
-        "real_python_16t", "real_node_16t", "real_cppcheck"]
+        "real_python_16t", "real_node_16t", "real_cppcheck", "real_perl", "real_perl_16t"]
 
 
 def name_of(a):

@@ -136,6 +136,8 @@ SUITE_FULL=(
   "real_python_16t||real/run_real.sh python_mt 6"
   "real_node_16t||real/run_real.sh node 8"
   "real_cppcheck||real/run_real.sh cppcheck 240"
+  "real_perl||real/run_real.sh perl 1 6 60000"
+  "real_perl_16t||real/run_real.sh perl 16 4 10000"
 )
 SUITE_QUICK=(
   "random_mixed||bench_random_mixed 10000000 400 42"
@@ -211,6 +213,8 @@ SUITE_QUICK=(
   "real_python_16t||real/run_real.sh python_mt 2"
   "real_node_16t||real/run_real.sh node 3"
   "real_cppcheck||real/run_real.sh cppcheck 80"
+  "real_perl||real/run_real.sh perl 1 3 30000"
+  "real_perl_16t||real/run_real.sh perl 16 3 4000"
 )
 # single-threaded configurations measured by --instr: name | env | program args
 INSTR_SUITE=(

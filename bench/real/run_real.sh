@@ -17,6 +17,8 @@
 #                           (gen_git.awk through git fast-import, then repacked)
 #   run_real.sh cppcheck N  cppcheck --enable=all on one generated C file of N
 #                           functions (gen_c.awk); a C++ program: operator new/delete
+#   run_real.sh perl T R N  perl hash_rounds.pl T R N: R rounds of a hash of N keys
+#                           built, sorted and thinned, in T ithreads (1: none)
 # bench/run.sh runs this script as it runs a benchmark program: with LD_PRELOAD
 # set to the allocator (empty for glibc). The script takes LD_PRELOAD out of its
 # own environment and gives it only to the measured program, with probe.so after
@@ -38,7 +40,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ALLOC=${LD_PRELOAD:-}
 unset LD_PRELOAD
-ROW=${1:?usage: run_real.sh sqlite|python|python_mt|gcc|redis|ruby|sort|jq|git|node|cppcheck ARGS}
+ROW=${1:?usage: run_real.sh sqlite|python|python_mt|gcc|redis|ruby|sort|jq|git|node|cppcheck|perl ARGS}
 shift
 
 die() { printf 'run_real.sh: %s\n' "$*" >&2; exit 1; }
@@ -270,7 +272,19 @@ case $ROW in
     fail_if_rc
     [ -s "$WORK/findings" ] || die "cppcheck reported no finding (the generated file always has some)"
     mv -f "$WORK/findings" "$WORK/out" ;;
-  *) die "unknown row '$ROW' (sqlite, python, python_mt, node, gcc, redis, ruby, sort, jq, git, cppcheck)" ;;
+  perl)
+    # Debian's perl is built with usemymalloc=n: every string body, array and
+    # hash comes from malloc. PERL5LIB and PERL5OPT could load other code.
+    T=${1:-1} R=${2:-4} N=${3:-20000}
+    command -v perl >/dev/null 2>&1 || missing perl
+    if [ "$T" -gt 1 ]; then perl -Mthreads -e 1 2>/dev/null || missing "perl threads"; fi
+    plenv=(env -u PERL5LIB -u PERL5OPT -u PERLLIB)
+    warm "${plenv[@]}" perl "$HERE/hash_rounds.pl" 1 1 100
+    run_measured "${plenv[@]}" perl "$HERE/hash_rounds.pl" "$T" "$R" "$N"
+    fail_if_rc
+    OPS=$(sed -n 's/^entries=\([0-9]*\).*/\1/p' "$WORK/out"); UNIT=entries
+    [ -n "$OPS" ] || die "perl printed no entry count" ;;
+  *) die "unknown row '$ROW' (sqlite, python, python_mt, node, gcc, redis, ruby, sort, jq, git, cppcheck, perl)" ;;
 esac
 
 # what the processes said about their malloc
