@@ -10,6 +10,7 @@
 #    threads (when node is installed): malloc_path and the same output;
 #  - cppcheck, a C++ program (when installed): the same, its findings the
 #    same as under glibc;
+#  - perl, one interpreter and four ithreads: the same, the same output;
 #  - a preload that does not exist: malloc_from=libc.so.6 (the harness then
 #    marks the run "wrong allocator"), not the allocator it was meant to be.
 # Exit 77 (skipped) when none of sqlite3, python3, gcc is installed.
@@ -59,6 +60,11 @@ fi
 if command -v cppcheck >/dev/null 2>&1; then
   ran=1
   both "cppcheck (C++: operator new and delete)" cppcheck 10
+fi
+if command -v perl >/dev/null 2>&1; then
+  ran=1
+  both perl perl 1 2 500
+  perl -Mthreads -e 1 2>/dev/null && both "perl with 4 ithreads" perl 4 2 300
 fi
 if command -v gcc >/dev/null 2>&1; then
   ran=1
