@@ -105,7 +105,7 @@ static void heap_reset(heap_t *h) {
   h->grow_spare = false;
   __atomic_store_n(&h->decay_shift, 0, __ATOMIC_RELAXED);
   h->decay_lost = h->decay_back = h->decay_tick = 0;
-  h->decay_ms = h->decay_cpu_ns = 0;
+  h->decay_ms = 0;
   atomic_store_explicit(&h->dirty_bytes, 0, memory_order_relaxed);
   /* A way holds a batch only with its bit in busy set (remote.c), so an
    * empty cache (a fresh heap's zero pages, or one flushed) is left

@@ -234,14 +234,13 @@ typedef struct heap {
   uint32_t grow_lost, grow_back;
   bool grow_spare;                   /* heap_purge_grow spares its young free slabs */
   /* Under lock: the purge delay's adaptation (heap_decay_adapt): the delay
-   * is the plain one shifted by decay_shift while the thread runs; KiB
+   * is the plain one shifted by decay_shift while the thread refills; KiB
    * that purges by time gave back and that the heap took back, the time of
    * the last such purge, and the refill count the last purge saw. */
   uint8_t decay_shift;
   uint32_t decay_lost, decay_back;
   uint32_t decay_tick;
   uint64_t decay_ms;
-  uint64_t decay_cpu_ns;             /* its thread's CPU time at that purge */
   uint32_t cool_pushed;              /* slabs listed since (HEAP_COOL_GROW_PUSHES) */
   uint32_t cool_epoch;
   bool dead;                         /* fork child: belonged to a thread that is gone */

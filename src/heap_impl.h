@@ -176,10 +176,12 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force);
  * power of two times the plain delay (HEAP_DECAY_SHIFT_MAX doublings at
  * most); once it took back less than a quarter of HEAP_DECAY_QUIET_KIB
  * or more given back, the delay halves. The longer delay holds only while
- * the heap's thread runs: a pass that finds neither a refill nor CPU time
- * of the thread since the pass before purges with the plain delay, and
- * while the delay is longer a pass comes at least once a plain delay, so
- * a thread that goes quiet gives its memory back within two plain delays.
+ * the heap's thread allocates: a pass that finds no refill since the pass
+ * before purges with the plain delay (a thread that runs without an
+ * allocator call counts as quiet: test_decay_fork's idle process polls its
+ * RSS), and while the delay is longer a pass comes at least once a plain
+ * delay, so a thread that stops allocating gives its memory back within
+ * two plain delays.
  * heap_purge_grow and heap_cool keep the plain delay (peaks are theirs).
  * Under h->lock. */
 #define HEAP_DECAY_SHIFT_MAX 4u

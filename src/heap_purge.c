@@ -122,21 +122,13 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
   return purged;
 }
 
-/* Whether h's thread refilled or ran since the last purge pass (a thread
- * of 16 on 2 cores may run for a while on its caches alone). Cold: only a
- * heap whose delay grew asks. */
-HAK_TEXT_COLD static bool heap_decay_busy(heap_t *h, uint32_t tick) {
-  uint64_t cpu = 0;
-  uint32_t kid = __atomic_load_n(&h->kid, __ATOMIC_RELAXED);
-  bool ran = kid != 0 && os_thread_cpu_ns(kid, &cpu) && cpu != h->decay_cpu_ns;
-  h->decay_cpu_ns = cpu;
-  return tick != h->decay_tick || ran;
-}
-
 size_t heap_purge(heap_t *h, uint64_t now, bool force) {
   uint64_t delay = opt.purge_delay_ms;
   uint32_t tick = __atomic_load_n(&h->tick, __ATOMIC_RELAXED);
-  if (h->decay_shift != 0 && heap_decay_busy(h, tick)) delay <<= h->decay_shift;
+  /* Busy: the thread refilled since the last pass. One that runs without
+   * allocating counts as quiet, as an idle one does: a program that makes
+   * no allocator call gets its memory back within the plain delays. */
+  if (h->decay_shift != 0 && tick != h->decay_tick) delay <<= h->decay_shift;
   h->decay_tick = tick;
   size_t purged = heap_purge_as(h, now, delay, force, false, false);
   if (purged != 0 || h->decay_shift != 0) heap_decay_adapt(h, purged, now, force);

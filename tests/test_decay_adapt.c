@@ -7,8 +7,8 @@
  *
  * Run with HAKMEM_PURGE_DELAY_MS=200 (the background thread on, as by
  * default). The main thread builds 24 MiB of 512-byte blocks, writing
- * each, and frees them all; then it runs for 850 ms without allocating
- * (a loop on the clock: its thread is busy, as a program's would be
+ * each, and frees them all; then it runs for 850 ms allocating only a
+ * trickle of small blocks (its thread refills, as a program's would
  * between two phases), and builds them again. Seven such rounds:
  * 1. In the first, the purge 200 ms after the frees gives back the whole
  *    24 MiB (stats.decayed_bytes rises by 16 MiB or more), and the next
@@ -18,8 +18,8 @@
  *    most one of the five rounds may give back 16 MiB: a host that stops
  *    the process for long), where the library before gave back 24 MiB
  *    in every round.
- * 3. Then the thread frees everything and sleeps 900 ms: its heap is
- *    quiet from the first pass on, the next pass (a plain delay later)
+ * 3. Then the thread frees everything and sleeps 900 ms: its heap makes
+ *    no refill from the first pass on, the next pass (a plain delay later)
  *    purges with the plain delay, and the 24 MiB go back (decayed rises by
  *    16 MiB or more), well before the longer delay (1600 ms) would have
  *    sent them. Checked only when the delay did grow to 800 ms or more.
@@ -84,12 +84,27 @@ static int check_free_all(uint64_t key0)
   return bad;
 }
 
-/* Busy for ms without an allocator call. */
-static void spin_ms(double ms)
+/* Busy for ms, allocating a little as it goes (a 64-byte block every
+ * 100 us, each refill a fresh carve: the heap's thread refills), then
+ * freeing it all: about 0.5 MiB of 64-byte blocks. */
+#define TRICKLE_MAX 16384
+static void *trickle[TRICKLE_MAX];
+static void busy_ms(double ms)
 {
-  double end = tu_now_s() + ms / 1e3;
-  volatile uint64_t x = 0;
-  while (tu_now_s() < end) x++;
+  double end = tu_now_s() + ms / 1e3, next = 0;
+  size_t n = 0;
+  while (tu_now_s() < end) {
+    if (n < TRICKLE_MAX && tu_now_s() >= next) {
+      trickle[n] = malloc(64);
+      if (trickle[n] == NULL) {
+        fprintf(stderr, "FAIL: malloc(64) returned NULL\n");
+        exit(1);
+      }
+      memset(trickle[n++], 0x5a, 64);
+      next = tu_now_s() + 1e-4;
+    }
+  }
+  while (n > 0) free(trickle[--n]);
 }
 
 int main(void)
@@ -109,7 +124,7 @@ int main(void)
     build((uint64_t)r << 32);
     bad += check_free_all((uint64_t)r << 32);
     size_t d0 = ctl_size("stats.decayed_bytes");
-    spin_ms(850);
+    busy_ms(850);
     given[r] = ctl_size("stats.decayed_bytes") - d0;
     delay[r] = thread_delay();
     printf("round %d: given back while the thread ran %zu KiB; thread.purge_delay_ms %llu\n", r + 1, given[r] >> 10,
