@@ -191,7 +191,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force);
 void heap_decay_adapt(heap_t *h, size_t purged, uint64_t now, bool force);
 /* h takes a slab whose pages are not resident (fresh or decommitted), of
  * bytes: counted as taken back if a purge by time gave memory back within
- * the heap's delay before. Under h->lock. */
+ * HEAP_DECAY_WINDOW of the heap's current delays before. Under h->lock. */
 void heap_decay_back(heap_t *h, size_t bytes);
 /* self (locked by the caller) is about to map a new superslab: every
  * other heap's free slabs (only if its lock is free; never skip's) and
