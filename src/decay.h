@@ -15,7 +15,8 @@
  * program's memory goes back without any allocator call: the thread starts
  * once DECAY_BG_MAPPED_BYTES are mapped or a component holds
  * DECAY_BG_START_BYTES idle (small programs never get one), sleeps until
- * the earliest idle memory is due, and with nothing idle sleeps until
+ * the earliest idle memory is due (passes at least an eighth of the delay
+ * apart, so memory goes back at most that late), and with nothing idle sleeps until
  * something is; it ends when it is the process's last thread (so it never
  * keeps a process alive whose other threads ended with pthread_exit) or
  * when too little is mapped. It stops at exit, and a fork child gets its
