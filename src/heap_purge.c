@@ -596,6 +596,17 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
       if (cool) *again = now + opt.purge_delay_ms;
       return false;
     }
+    /* Blocked in the kernel while the others' frees into its full slabs
+     * passed the wake mark (a thread that loaded data and joins its
+     * workers): its superslabs of full slabs go over now, not a gap later,
+     * when the workers have taken fresh pages for every replacement
+     * meanwhile. A hand-over needs only h->lock (heap_handover); lending
+     * still waits for the gap (heap_purge_heaps). */
+    if (atomic_load_explicit(&h->delayed_bytes, memory_order_relaxed) >= HEAP_DELAYED_WAKE_BYTES &&
+        os_thread_blocked(kid)) {
+      *again = now + heap_idle_gap();
+      return true;
+    }
   }
   *again = h->idle_ms + (heap_idle_gap() << h->idle_shift);
   /* The look that gives its big free blocks back comes when it has been
@@ -1030,7 +1041,7 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
       /* Idle for a gap at least: what the others free of its blocks they
        * may keep and reuse (heap_xc.c), instead of taking fresh memory
        * while it comes here. */
-      heap_lend_set(h, 1);
+      if (now >= h->idle_since + heap_idle_gap()) heap_lend_set(h, 1);
       heap_collect_idle(h, now);
     }
     if (!h->dead && (force || atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) <= now))
