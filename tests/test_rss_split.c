@@ -20,12 +20,15 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -347,33 +350,56 @@ static void w_free_all(void) {
 }
 
 /* An owner fills many slabs of one class, so that all but its current and
- * waiting ones are marked full, and sleeps; what this thread frees into
- * those goes to the owner heap's delayed list (tc_delayed, version 6:
- * earlier versions counted it as requested). The owner's next refill
- * takes the list: nothing is left on it. */
+ * waiting ones are marked full; what this thread frees into those goes to
+ * the owner heap's delayed list (tc_delayed, version 6: earlier versions
+ * counted it as requested). The owner's next refill takes the list:
+ * nothing is left on it. While this thread frees and checks, the owner
+ * spins (runnable, yielding): a look that finds it blocked in the kernel
+ * with the wake mark's worth on its list collects the list at once
+ * (heap_purge.c, heap_collect_due), which where_blocked checks. */
 enum { DN = 8192, DSZ = 256 };
 static void *dblocks[DN];
+static int d_go;
+static int d_kid;
 
 static void *d_owner(void *arg) {
-  (void)arg;
+  bool spin = arg != NULL;
+  __atomic_store_n(&d_kid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
   for (unsigned i = 0; i < DN; i++) {
     dblocks[i] = malloc(opaque_size(DSZ));
     CHECK(dblocks[i] != NULL, "malloc");
     memset(dblocks[i], 7, DSZ);
   }
   pthread_barrier_wait(&wbar); /* 1: allocated */
-  pthread_barrier_wait(&wbar); /* 2: freed and checked */
+  if (spin)
+    while (!__atomic_load_n(&d_go, __ATOMIC_ACQUIRE)) sched_yield(); /* 2: freed and checked */
+  else
+    pthread_barrier_wait(&wbar); /* 2: freed and checked, blocked meanwhile */
   free(malloc(opaque_size(5000))); /* a refill: takes the delayed list */
   pthread_barrier_wait(&wbar); /* 3: refilled */
   pthread_barrier_wait(&wbar); /* 4: checked */
   return NULL;
 }
 
+/* Is thread kid blocked in the kernel ('S' in /proc/self/task/kid/stat)? */
+static bool d_blocked(int kid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", kid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && p[2] == 'S';
+}
+
 static void where_delayed(void) {
   const size_t bytes = (size_t)DN * DSZ;
   pthread_t th;
   pthread_barrier_init(&wbar, NULL, 2);
-  CHECK(pthread_create(&th, NULL, d_owner, NULL) == 0, "create");
+  __atomic_store_n(&d_go, 0, __ATOMIC_RELAXED);
+  CHECK(pthread_create(&th, NULL, d_owner, (void *)1) == 0, "create");
   pthread_barrier_wait(&wbar);
   check_adds_up("delayed: owner's blocks live");
   size_t req_live = st.rss_requested_bytes, dly0 = st.tc_delayed_bytes;
@@ -391,12 +417,46 @@ static void where_delayed(void) {
    * decommitted under them). */
   CHECK(st.rss_requested_bytes + bytes * 3 / 4 <= req_live + TOL_RSS,
         "delayed: requested %zu, was %zu with %zu live", st.rss_requested_bytes, req_live, bytes);
-  pthread_barrier_wait(&wbar);
+  __atomic_store_n(&d_go, 1, __ATOMIC_RELEASE);
   pthread_barrier_wait(&wbar);
   check_adds_up("delayed: the owner refilled");
   print_tc();
   CHECK(st.tc_delayed_bytes <= dly0, "delayed: %zu left on delayed lists after the owner's refill (was %zu)",
         st.tc_delayed_bytes, dly0);
+  pthread_barrier_wait(&wbar);
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&wbar);
+}
+
+/* The same, the owner blocked in the kernel (a barrier) while this thread
+ * frees: the explicit collection's look finds it blocked with 2 MiB on its
+ * delayed list and collects at once, without waiting a gap to see it idle
+ * (the purge delay is 600 s here: the gap is 75 s). Its full slabs whose
+ * every block came back go back as free slabs. */
+static void where_blocked(void) {
+  const size_t bytes = (size_t)DN * DSZ;
+  pthread_t th;
+  pthread_barrier_init(&wbar, NULL, 2);
+  __atomic_store_n(&d_kid, 0, __ATOMIC_RELAXED);
+  CHECK(pthread_create(&th, NULL, d_owner, NULL) == 0, "create");
+  pthread_barrier_wait(&wbar);
+  check_adds_up("blocked: owner's blocks live");
+  size_t dly0 = st.tc_delayed_bytes, fs0 = st.rss_free_slab_bytes;
+  int kid = __atomic_load_n(&d_kid, __ATOMIC_ACQUIRE);
+  double t0 = tu_now_s();
+  while (!d_blocked(kid) && tu_now_s() - t0 < 5.0) sched_yield();
+  CHECK(d_blocked(kid), "blocked: the owner (task %d) did not block in the barrier within 5 s", kid);
+  for (unsigned i = 0; i < DN; i++) free(dblocks[i]);
+  hak_collect(0); /* publishes this thread's pending frees, then one look at every heap */
+  check_adds_up("blocked: freed into the blocked owner's slabs, one collection");
+  print_tc();
+  CHECK(st.tc_delayed_bytes < dly0 + bytes / 4, "blocked: %zu (was %zu) still on the delayed list after a collection",
+        st.tc_delayed_bytes, dly0);
+  CHECK(st.rss_free_slab_bytes >= fs0 + bytes / 2, "blocked: free slabs %zu (was %zu) < half of %zu freed",
+        st.rss_free_slab_bytes, fs0, bytes);
+  pthread_barrier_wait(&wbar);
+  pthread_barrier_wait(&wbar);
+  check_adds_up("blocked: the owner refilled");
   pthread_barrier_wait(&wbar);
   pthread_join(th, NULL);
   pthread_barrier_destroy(&wbar);
@@ -431,6 +491,7 @@ static void where(bool alone) {
   pthread_barrier_destroy(&wbar);
   check_adds_up("where: owner exited");
   where_delayed();
+  where_blocked();
 
   /* The owner exits before the frees. The background thread and
    * hak_collect both collect what comes back to abandoned superslabs (the
