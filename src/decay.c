@@ -189,16 +189,6 @@ static uint64_t decay_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The thread's passes come at least this far apart: an eighth of the
- * purge delay, the heaps' idle gap. Each busy heap with blocks on its
- * delayed list asks for a look a gap after its own last one, so with 16
- * threads the asks fell 1-4 ms apart and the thread woke 400-560 times in
- * a 0.8 s run of real_perl_16t (97 under ed51ee3), each wake-up taking a
- * core from a program thread on a 2-core machine: 0.85-0.88 s against
- * 0.77. Passes a gap apart see every heap that is due within one gap, and
- * idle memory goes back at most a gap late. */
-static uint64_t decay_min_gap_ms(void) { return opt.purge_delay_ms >> 3; }
-
 static void *decay_main(void *arg) {
   (void)arg;
 #if defined(__GLIBC__)
@@ -219,7 +209,15 @@ static void *decay_main(void *arg) {
     pthread_mutex_lock(&decay_mu);
     if (decay_stop_flag) break;
     if (next != UINT64_MAX) {
-      if (next < started + decay_min_gap_ms()) next = started + decay_min_gap_ms();
+      /* Passes come at least the heaps' idle gap apart. Each busy heap
+       * with blocks on its delayed list asks for a look a gap after its
+       * own last one, so with 16 threads the asks fell 1-4 ms apart and
+       * the thread woke 400-560 times in a 0.8 s run of real_perl_16t (97
+       * under ed51ee3), each wake-up taking a core from a program thread
+       * on a 2-core machine: 0.85-0.88 s against 0.77. Passes a gap apart
+       * see every heap due within one gap, and idle memory goes back at
+       * most a gap late. */
+      if (next < started + opt_idle_gap_ms()) next = started + opt_idle_gap_ms();
       armed = false;
       atomic_store_explicit(&decay_idle_wait, 0, memory_order_relaxed);
       decay_wait_until(next);

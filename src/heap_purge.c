@@ -528,27 +528,19 @@ bool heap_sweep_waiting(heap_t *h) {
  * frees: 16 threads, 5000 blocks each, 152 MB against tcmalloc's 63) never
  * takes them: its slabs stay in use, whole, however few of their blocks
  * live. So a pass over the heaps looks at the list of a heap whose thread
- * has neither refilled nor run for a while (heap_idle_gap): a full slab all
+ * has neither refilled nor run for a while (opt_idle_gap_ms): a full slab all
  * of whose blocks in use are on the list is released to its superslab (and
  * decays from there); the rest goes back on the list for the owner. Full slabs are off
  * the owner's hit paths (their owner word has OWNER_FULL), and the owner
  * writes their lists only under the heap's lock (heap_free_local,
  * heap_drain_delayed). A look that releases nothing doubles the wait, up
- * to 64 times. */
+ * to 64 times. A peak comes early (larson_16t_5k reaches 127 MB in its
+ * first 50 ms), and the slabs released then still wait out the purge
+ * delay, counted from when the thread went idle: a thread that sleeps
+ * briefly (xmalloc_16t's producers block on a full queue) finds them warm.
+ * Decommitting them at once cut larson_16t_5k's peak by 13 % but made
+ * xmalloc_16t 7 % slower. */
 #define HEAP_IDLE_SHIFT_MAX 6
-
-/* How long a heap's thread must neither refill nor run to count as idle:
- * an eighth of the purge delay, at least 1 ms (with a delay of 0 a list
- * the owner keeps would bring the pass straight back). A peak comes early
- * (larson_16t_5k reaches 127 MB in its first 50 ms), and the slabs
- * released then still wait out the purge delay, counted from when the
- * thread went idle: a thread that sleeps briefly (xmalloc_16t's producers
- * block on a full queue) finds them warm. Decommitting them at once cut
- * larson_16t_5k's peak by 13 % but made xmalloc_16t 7 % slower. */
-static uint64_t heap_idle_gap(void) {
-  uint64_t g = opt.purge_delay_ms >> 3;
-  return g ? g : 1;
-}
 
 /* Whether to collect h's delayed list now; when its thread refilled since
  * the last look, only notes that. The idle_* fields are the collector's,
@@ -604,11 +596,11 @@ static bool heap_collect_due(heap_t *h, uint64_t now, uint64_t *again) {
      * still waits for the gap (heap_purge_heaps). */
     if (atomic_load_explicit(&h->delayed_bytes, memory_order_relaxed) >= HEAP_DELAYED_WAKE_BYTES &&
         os_thread_blocked(kid)) {
-      *again = now + heap_idle_gap();
+      *again = now + opt_idle_gap_ms();
       return true;
     }
   }
-  *again = h->idle_ms + (heap_idle_gap() << h->idle_shift);
+  *again = h->idle_ms + (opt_idle_gap_ms() << h->idle_shift);
   /* The look that gives its big free blocks back comes when it has been
    * idle for the purge delay, not a gap or more later. */
   uint64_t cool_due = h->idle_since + opt.purge_delay_ms;
@@ -1041,7 +1033,7 @@ size_t heap_purge_heaps(uint64_t now, bool force, bool blocking, uint64_t *next_
       /* Idle for a gap at least: what the others free of its blocks they
        * may keep and reuse (heap_xc.c), instead of taking fresh memory
        * while it comes here. */
-      if (now >= h->idle_since + heap_idle_gap()) heap_lend_set(h, 1);
+      if (now >= h->idle_since + opt_idle_gap_ms()) heap_lend_set(h, 1);
       heap_collect_idle(h, now);
     }
     if (!h->dead && (force || atomic_load_explicit(&h->next_purge_ms, memory_order_relaxed) <= now))

@@ -149,6 +149,16 @@ typedef struct options {
 
 extern options_t opt;
 
+/* The decay's unit of patience: an eighth of the purge delay, at least
+ * 1 ms. A heap must stay this long without refilling to count as idle
+ * (heap_purge.c), and the purge thread's passes come at least this far
+ * apart (decay.c); both read it here so the two cannot drift apart. With a
+ * delay of 0 the floor keeps a pass from bringing itself straight back. */
+HAK_INLINE uint64_t opt_idle_gap_ms(void) {
+  uint64_t g = opt.purge_delay_ms >> 3;
+  return g ? g : 1;
+}
+
 void options_init(void);
 /* Markdown of the option list (docs/options.md); returns bytes written. */
 size_t options_doc(char *buf, size_t cap);
