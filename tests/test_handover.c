@@ -69,9 +69,9 @@ static pthread_mutex_t bad_mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t rss_before, rss_after, handed0, handed1;
 static double waited_s;
 
-/* How many superslabs the workers wait for (a collection may run while
- * they still free, and find fewer: step 3). */
-static size_t handed_need = 8;
+/* How many superslabs the workers wait for, in both modes (a collection
+ * may run while they still free, and find fewer: step 3). */
+#define HANDED_NEED 8u
 static int rare_mode;
 
 #define RARE_K 8
@@ -148,7 +148,7 @@ static void *worker(void *arg)
   }
   if (pthread_barrier_wait(&freed_bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
     double t0 = tu_now_s();
-    while (MEASURE ? handed_over() - handed0 < handed_need && tu_now_s() - t0 < 5.0 : tu_now_s() - t0 < 0.3) {
+    while (MEASURE ? handed_over() - handed0 < HANDED_NEED && tu_now_s() - t0 < 5.0 : tu_now_s() - t0 < 0.3) {
       struct timespec q = {0, 10 * 1000000L};
       nanosleep(&q, NULL);
     }
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
   printf("the workers wrote %zu MiB again: RSS %zu -> %zu KiB (grew %ld KiB, limit %zu); %d blocks damaged\n",
          wrote / MiB, rss_before >> 10, rss_after >> 10, grew / 1024, (wrote / 2) >> 10, bad);
   int fail = 0;
-  fail |= tu_fail_if(handed1 - handed0 < handed_need,
+  fail |= tu_fail_if(handed1 - handed0 < HANDED_NEED,
                      rare_mode ? "slabs of the rare classes kept most superslabs from the hand-over"
                                : "the idle thread's superslabs were not handed over within 5 s");
   fail |= tu_fail_if(grew > (long)(wrote / 2), "the workers took fresh pages instead of the blocks that came back");
