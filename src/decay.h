@@ -11,16 +11,16 @@
  * state makes no purge at all (a heap about to map a new superslab first
  * gives back every heap's free slabs, and its own whole free pages of
  * classes it stopped allocating, idle for a quarter of the delay:
- * heap_purge_grow, heap_cool_grow; that is growth, not a steady state). With the background thread, an idle
- * program's memory goes back without any allocator call: the thread starts
- * once DECAY_BG_MAPPED_BYTES are mapped or a component holds
- * DECAY_BG_START_BYTES idle (small programs never get one), sleeps until
- * the earliest idle memory is due (passes at least an eighth of the delay
- * apart, so memory goes back at most that late), and with nothing idle sleeps until
- * something is; it ends when it is the process's last thread (so it never
- * keeps a process alive whose other threads ended with pthread_exit) or
- * when too little is mapped. It stops at exit, and a fork child gets its
- * own on demand.
+ * heap_purge_grow, heap_cool_grow; that is growth, not a steady state).
+ * With the background thread, an idle program's memory goes back without
+ * any allocator call: the thread starts once DECAY_BG_MAPPED_BYTES are
+ * mapped or a component holds DECAY_BG_START_BYTES idle (small programs
+ * never get one), sleeps until the earliest idle memory is due (passes at
+ * least an eighth of the delay apart, so memory goes back at most that
+ * late), and with nothing idle sleeps until something is; it ends when it
+ * is the process's last thread (so it never keeps a process alive whose
+ * other threads ended with pthread_exit) or when too little is mapped. It
+ * stops at exit, and a fork child gets its own on demand.
  * The thread is created only at a safe point of an allocation (decay_poll:
  * no allocator lock held, no structure mid-update), because pthread_create
  * allocates; never in a free, because glibc frees a dead thread's TLS
