@@ -538,7 +538,13 @@ void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
     if (pages > s->warm_pages) s->warm_pages = (uint16_t)pages;
   }
   atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
-  s->free = NULL;
+  /* Every carved block on the free list, none cold and no page gone: the
+   * list stays while the slab is free and dirty, for the class to take
+   * back uncarved (heap_take_slab). Nothing writes a free slab's blocks,
+   * and the purge, the only thing that takes its pages, clears its dirty
+   * bit. The checked builds carve afresh (their lists are checked and
+   * shuffled at the carve). */
+  if (HAK_CHECKED || s->gaps || s->cold != NULL || s->used != 0) s->free = NULL;
   s->cold = NULL;
   s->next = NULL;
   s->freed_ms = now_ms;

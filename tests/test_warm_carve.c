@@ -8,16 +8,22 @@
  * slabs of 64 KiB), each filled with a pattern, checked and freed before
  * the next round (sh6bench's pattern). Every round but the first takes the
  * nine slabs that emptied back from their superslab:
- *   - warm: about two refills per slab (the switch, then one carve of the
- *     slab's 64 blocks; measured 20 per round). Carved a page at a time
- *     (4 blocks), they took about 17 each: 160 per round.
+ *   - warm: one refill per slab, which comes back with the list it was
+ *     freed with (measured 10 per round; 20 when each was switched to and
+ *     then carved whole). Carved a page at a time (4 blocks), they took
+ *     about 17 each: 160 per round.
  *   - after hak_collect(1), which decommits the free slabs: the carve must
  *     not link pages that went back (a fault each, and the memory the purge
  *     just returned), so a round takes a refill per page again, at least
  *     120.
+ * A warm slab its own thread emptied keeps its free list while it is free
+ * (ss_slab_free) and the class takes it back without a carve
+ * (heap_take_slab); rounds of another size between take the same slabs
+ * for another class, which must carve afresh, not follow the old list, and
+ * the 1 KiB rounds after them must not either.
  * Every round also checks that no block is handed out twice and that the
- * patterns survive (a carve past the slab, or over a live block, breaks
- * them).
+ * patterns survive (a carve past the slab, or over a live block, or a kept
+ * list followed by the wrong class, breaks them).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,29 +45,30 @@ static int cmp_ptr(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One round: N blocks allocated, filled, checked for overlap, checked and
- * freed. Returns the refills it took. */
-static uint64_t round_once(unsigned r) {
+/* One round: N blocks of size bytes allocated, filled, checked for overlap,
+ * checked and freed. Returns the refills it took. */
+static uint64_t round_of(unsigned r, size_t size) {
   static void *v[N], *sorted[N];
   uint64_t before = refills();
   for (unsigned i = 0; i < N; i++) {
-    v[i] = hak_malloc(SIZE);
+    v[i] = hak_malloc(size);
     CHECK(v[i] != NULL, "round %u: hak_malloc failed", r);
-    pat_fill(v[i], SIZE, (uint64_t)r * N + i);
+    pat_fill(v[i], size, (uint64_t)r * N + i);
   }
   uint64_t got = refills() - before;
   memcpy(sorted, v, sizeof v);
   qsort(sorted, N, sizeof sorted[0], cmp_ptr);
   for (unsigned i = 1; i < N; i++)
-    CHECK((uintptr_t)sorted[i] - (uintptr_t)sorted[i - 1] >= SIZE, "round %u: blocks %p and %p overlap", r,
+    CHECK((uintptr_t)sorted[i] - (uintptr_t)sorted[i - 1] >= size, "round %u: blocks %p and %p overlap", r,
           sorted[i - 1], sorted[i]);
   for (unsigned i = 0; i < N; i++) {
-    CHECK(pat_check(v[i], SIZE, (uint64_t)r * N + i) == (size_t)-1, "round %u: block %u (%p) lost its pattern", r, i,
+    CHECK(pat_check(v[i], size, (uint64_t)r * N + i) == (size_t)-1, "round %u: block %u (%p) lost its pattern", r, i,
           v[i]);
     hak_free(v[i]);
   }
   return got;
 }
+static uint64_t round_once(unsigned r) { return round_of(r, SIZE); }
 
 int main(void) {
   round_once(0); /* fresh slabs: a page at a time, as before */
@@ -71,8 +78,17 @@ int main(void) {
   printf("warm slabs: %.1f refills per round of %d blocks (at most 60)\n", per, N);
   CHECK(per <= 60, "warm slabs took %.1f refills per round: carved a page at a time", per);
 
+  /* Another class over the emptied slabs, then this one again. */
+  unsigned r = ROUNDS;
+  for (unsigned k = 0; k < 3; k++) {
+    round_of(r++, SIZE - SIZE / 4);
+    round_of(r++, SIZE / 2 + 16);
+    round_once(r++);
+    round_once(r++);
+  }
+
   uint64_t cold = 0;
-  for (unsigned r = ROUNDS; r < ROUNDS + 4; r++) {
+  for (unsigned k = 0; k < 4; k++, r++) {
     hak_collect(1); /* the free slabs' pages go back */
     cold += round_once(r);
   }
