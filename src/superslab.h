@@ -71,7 +71,9 @@ typedef struct block {
  * third line of its own in the superslab's header (slab_tf). */
 typedef struct slab {
   /* First line: the owner's, written by every malloc and local free. */
-  block_t *free;              /* malloc pops here (owner only) */
+  block_t *free;              /* malloc pops here (owner only); a free
+                                 slab's, kept while it stays dirty, is
+                                 read only by heap_take_slab */
   uint16_t used;              /* blocks not on `free` (handed out, or freed remotely) */
   uint16_t carved;            /* blocks carved from fresh memory so far */
   uint8_t on_list;            /* which of its heap's slab lists holds it: 0 none, else HEAP_PARTIAL/HEAP_WAITING + 1 */
@@ -441,7 +443,8 @@ void ss_slab_uncool(slab_t *s);
 unsigned ss_slab_collect(slab_t *s);
 /* Owner or adopter: drop the full mark, keeping any pushed blocks. */
 void ss_slab_clear_mark(slab_t *s);
-/* Slab s of ss (in use until now) becomes free, its pages still resident. */
+/* Slab s of ss (in use until now) becomes free, its pages still resident;
+ * a list holding every carved block stays for its class (heap_take_slab). */
 void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms);
 /* Decommit the free slabs idle for at least delay_ms (every dirty one if
  * force); returns the bytes decommitted. *next_due (if not NULL) is lowered
