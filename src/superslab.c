@@ -321,6 +321,8 @@ superslab_t *ss_abandon_pop(unsigned kind) {
   return ss;
 }
 
+bool ss_abandon_waiting(unsigned kind) { return __atomic_load_n(&ss_abandoned[kind], __ATOMIC_RELAXED) != NULL; }
+
 bool ss_abandon_take(superslab_t *ss) {
   bool taken = false;
   lock_acquire(&ss_abandon_lock);
@@ -540,7 +542,7 @@ void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms) {
   atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_release);
   /* Every carved block on the free list, none cold and no page gone: the
    * list stays while the slab is free and dirty, for the class to take
-   * back uncarved (heap_take_slab). Nothing writes a free slab's blocks,
+   * back without a new carve (heap_take_slab). Nothing writes a free slab's blocks,
    * and the purge, the only thing that takes its pages, clears its dirty
    * bit. The checked builds carve afresh (their lists are checked and
    * shuffled at the carve). */

@@ -418,6 +418,8 @@ void ss_release(superslab_t *ss);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
 void ss_abandon_push(superslab_t *ss);
 superslab_t *ss_abandon_pop(unsigned kind);
+/* Whether superslabs of the kind wait to be adopted (a hint: no lock). */
+bool ss_abandon_waiting(unsigned kind);
 /* Take ss itself off its abandoned list, for a thread that frees into it
  * (heap_adopt_on_free); false if it is no longer there (adopted, or
  * released, meanwhile). */
