@@ -415,6 +415,48 @@ static HAK_TEXT_COLD HAK_NOINLINE bool heap_foreign_fits(const superslab_t *ss, 
          ss_slab_room(ss, ss->first_slab) / sc_size[cls] >= HEAP_FOREIGN_MIN;
 }
 
+/* Class cls of kind needs a slab and h has no warm free slab its classes
+ * can take (heap_foreign_warm): a wholly free superslab of another kind,
+ * given kind's geometry (ss_rekind), whose resident pages kind's classes
+ * could not take as they were (heap_foreign_fits). Blocks of 40 KiB and
+ * more after a phase of small ones (100 MiB of 16 B blocks, then of
+ * 100 000 B: peak 220 MiB against tcmalloc's 168), or small nodes after
+ * big buffers. The one that keeps the most warm bytes of the first
+ * HEAP_FOREIGN_LOOK with free slabs of each kind, if HEAP_REKIND_MIN or
+ * more would keep some, or the one left of a change that began so (until
+ * a look finds none): one alone is a lull in a program that goes on using
+ * its kind, not a phase that ended. sqlite3 emptied one superslab of
+ * 64 KiB slabs once in a run and a class of 80 KiB blocks took it: its
+ * small classes faulted in a new superslab, while the big slab, barely
+ * used, kept the old one's 3 MiB resident (peak 57.8 -> 60.7 MiB); with
+ * two needed throughout, each change of kind in test_kind_reuse's runs
+ * left its last superslab behind (growth 5.7 -> 9.6 MiB). NULL if none.
+ * Under h->lock. */
+#define HEAP_FOREIGN_LOOK 8u
+#define HEAP_REKIND_MIN 2u
+static HAK_TEXT_COLD HAK_NOINLINE superslab_t *heap_rekind_warm(heap_t *h, unsigned kind) {
+  superslab_t *best = NULL;
+  size_t best_gain = 0;
+  unsigned found = 0;
+  for (unsigned k = 0; k < SS_KINDS; k++) {
+    unsigned looked = 0;
+    for (superslab_t *ss = h->owned_head[k]; k != kind && ss != NULL && ss->free_mask != 0 && looked < HEAP_FOREIGN_LOOK;
+         ss = ss->next, looked++) {
+      size_t gain = ss_rekind_gain(ss, kind);
+      found += gain != 0;
+      if (gain > best_gain) best = ss, best_gain = gain;
+    }
+  }
+  h->rekind_run = found >= HEAP_REKIND_MIN || (found != 0 && h->rekind_run);
+  if (!h->rekind_run) return NULL;
+  heap_dirty_add(h, ss_dirty_bytes(best), -1);
+  heap_owned_remove(h, best);
+  ss_rekind(best, kind);
+  heap_owned_push_front(h, best);
+  heap_dirty_add(h, ss_dirty_bytes(best), 1);
+  return best;
+}
+
 /* Class cls (of kind) needs a slab and h has no warm free one of that
  * kind (its free slabs of the kind, if any, are untouched or decommitted,
  * and the next step maps a new superslab): a warm free slab of another
@@ -425,10 +467,10 @@ static HAK_TEXT_COLD HAK_NOINLINE bool heap_foreign_fits(const superslab_t *ss, 
  * nodes; 8 KiB, then 4 KiB) held both at once: 100 MiB of each peaked at
  * 204 MiB, against glibc's 104-142 and mimalloc's 132. Only the first
  * HEAP_FOREIGN_LOOK superslabs with free slabs of each kind are looked at
- * (the warm ones are nearer the front: heap_owned_push_front). Under
- * h->lock. */
-#define HEAP_FOREIGN_LOOK 8u
-static HAK_TEXT_COLD HAK_NOINLINE superslab_t *heap_foreign_warm(const heap_t *h, unsigned cls, unsigned kind) {
+ * (the warm ones are nearer the front: heap_owned_push_front). Failing
+ * that, a wholly free one given the kind's geometry (heap_rekind_warm).
+ * Under h->lock. */
+static HAK_TEXT_COLD HAK_NOINLINE superslab_t *heap_foreign_warm(heap_t *h, unsigned cls, unsigned kind) {
   /* Exited threads' superslabs of the kind come first (their adoption
    * follows): taken past, they stayed abandoned and resident while every
    * new thread filled its first slabs of another kind (bench_thread_churn
@@ -445,7 +487,7 @@ static HAK_TEXT_COLD HAK_NOINLINE superslab_t *heap_foreign_warm(const heap_t *h
         if ((ss->free_mask & ss->dirty_mask) != 0) return ss;
       }
     }
-  return NULL;
+  return heap_rekind_warm(h, kind);
 }
 
 /* Class cls needs a slab and h has no warm free one of its kind: the

@@ -233,6 +233,7 @@ typedef struct heap {
    * decommitted, and how many of those it took back (heap_purge_grow). */
   uint32_t grow_lost, grow_back;
   bool grow_spare;                   /* heap_purge_grow spares its young free slabs */
+  bool rekind_run;                   /* under lock: heap_rekind_warm is in a phase change */
   /* Under lock: the purge delay's adaptation (heap_decay_adapt): the delay
    * is the plain one shifted by decay_shift while the thread refills; KiB
    * that purges by time gave back and that the heap took back, the time of

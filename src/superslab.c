@@ -63,7 +63,8 @@ static _Atomic int ss_abandon_pending;
  * classes never takes: 8 KiB per thread of a many-thread program. A cached
  * superslab's header was decommitted too, but an madvise that failed would
  * leave stale owners behind, so those are written. */
-static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
+/* The slab geometry of a kind: its slab size and which slabs hold blocks. */
+static void ss_set_geometry(superslab_t *ss, unsigned kind) {
   ss->kind = (uint8_t)kind;
   ss->slab_shift = kind == SS_KIND_SMALL    ? HAK_SMALL_SLAB_SHIFT
                    : kind == SS_KIND_MEDIUM ? HAK_MEDIUM_SLAB_SHIFT
@@ -71,6 +72,10 @@ static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
                                             : HAK_BIG_SLAB_SHIFT;
   ss->nslabs = (uint8_t)(HAK_SS_SIZE >> ss->slab_shift);
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
+}
+
+static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
+  ss_set_geometry(ss, kind);
 #if HAK_SECURE
   os_protect_none((uint8_t *)ss + SS_GUARD_OFFSET, os_page_size);
 #endif
@@ -120,6 +125,80 @@ superslab_t *ss_acquire(unsigned kind) {
   lock_release(&ss_registry_lock);
   ownmap_set(ss, ss->slab_shift);
   return ss;
+}
+
+/* What ss would keep warm as a superslab of kind: each new slab is warm
+ * where a warm old slab's blocks lay in it, and free since the newest of
+ * those became free (the purge judges it by that). Old slabs under the
+ * new first slab's blocks (the header's slab, or a big superslab's first
+ * MiB) hold nothing the new geometry uses: from lo to hi. Slab sizes are
+ * powers of two and the first area starts at a multiple of both, so an
+ * old slab's area lies wholly below it or wholly past it. */
+typedef struct ss_rekind_plan {
+  uint64_t dirty;
+  size_t kept, lost, lo, hi;
+} ss_rekind_plan_t;
+static HAK_TEXT_COLD void ss_rekind_plan(const superslab_t *ss, unsigned kind, ss_rekind_plan_t *p, uint64_t *freed) {
+  superslab_t g;
+  ss_set_geometry(&g, kind);
+  size_t start = ((size_t)g.first_slab << g.slab_shift) + ss_area_offset(g.first_slab);
+  *p = (ss_rekind_plan_t){.lo = SIZE_MAX};
+  for (uint64_t m = ss->dirty_mask & ss->free_mask; m != 0; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    size_t a0 = ((size_t)i << ss->slab_shift) + ss_area_offset(i), a1 = (size_t)(i + 1) << ss->slab_shift;
+    if (a1 <= start) {
+      p->lost += a1 - a0;
+      if (a0 < p->lo) p->lo = a0;
+      p->hi = a1;
+      continue;
+    }
+    p->kept += a1 - a0;
+    for (size_t j = a0 >> g.slab_shift; j <= (a1 - 1) >> g.slab_shift; j++) {
+      p->dirty |= (uint64_t)1 << j;
+      if (freed != NULL && ss->slabs[i].freed_ms > freed[j]) freed[j] = ss->slabs[i].freed_ms;
+    }
+  }
+}
+
+HAK_TEXT_COLD size_t ss_rekind_gain(const superslab_t *ss, unsigned kind) {
+  if (ss->free_mask != ss_all_mask(ss) || kind == ss->kind) return 0;
+  ss_rekind_plan_t p;
+  ss_rekind_plan(ss, kind, &p, NULL);
+  /* Worth it while most of what is warm stays warm. */
+  return p.kept >= p.lost ? p.kept : 0;
+}
+
+HAK_TEXT_COLD void ss_rekind(superslab_t *ss, unsigned kind) {
+  HAK_ASSERT(ss->free_mask == ss_all_mask(ss) && kind != ss->kind);
+  uint64_t freed[HAK_MAX_SLABS] = {0};
+  ss_rekind_plan_t p;
+  ss_rekind_plan(ss, kind, &p, freed);
+  /* One call over the run; the free slabs between are decommitted or
+   * untouched already. */
+  if (p.lost != 0) os_decommit((uint8_t *)ss + p.lo, p.hi - p.lo);
+  /* Under the registry lock: the statistics walk reads the geometry. */
+  lock_acquire(&ss_registry_lock);
+  ss_set_geometry(ss, kind);
+  ss->free_mask = ss_all_mask(ss);
+  ss->dirty_mask = p.dirty;
+  ss->grow_mask = 0;
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+    slab_t *s = &ss->slabs[i];
+    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
+    atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
+    __atomic_store_n(&s->gaps, 0, __ATOMIC_RELAXED);
+    s->index = i;
+    s->free = NULL;
+    s->cold = NULL;
+    s->next = NULL;
+    s->used = 0;
+    s->span = 0;
+    s->warm_kid = 0;
+    s->warm_pages = 0;
+    s->freed_ms = freed[i];
+  }
+  lock_release(&ss_registry_lock);
+  ownmap_set(ss, ss->slab_shift);
 }
 
 void ss_release(superslab_t *ss) {

@@ -415,6 +415,17 @@ HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
 superslab_t *ss_acquire(unsigned kind);
 /* Give an empty superslab back: decommit and cache it, or unmap it. */
 void ss_release(superslab_t *ss);
+/* A wholly free superslab whose pages are partly resident, given the
+ * geometry of another kind, so that a class of that kind takes its
+ * resident pages instead of fresh ones beside them (a program that frees
+ * its small blocks and then fills blocks of 40 KiB and more, which no
+ * small slab holds two of, or the other way round). ss_rekind_gain: the
+ * warm bytes it would keep, 0 if it is not wholly free, is of that kind
+ * already, or most of its warm bytes lie under the new first slab's blocks
+ * (which ss_rekind decommits). ss_rekind: for ss's heap, under its lock,
+ * with ss off its lists. */
+size_t ss_rekind_gain(const superslab_t *ss, unsigned kind);
+void ss_rekind(superslab_t *ss, unsigned kind);
 /* Abandoned superslabs: pushed by exiting threads, popped by adopters. */
 void ss_abandon_push(superslab_t *ss);
 superslab_t *ss_abandon_pop(unsigned kind);
