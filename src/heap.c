@@ -420,7 +420,7 @@ static HAK_TEXT_COLD HAK_NOINLINE bool heap_foreign_fits(const superslab_t *ss, 
  * given kind's geometry (ss_rekind), whose resident pages kind's classes
  * could not take as they were (heap_foreign_fits). Blocks of 40 KiB and
  * more after a phase of small ones (100 MiB of 16 B blocks, then of
- * 100 000 B: peak 220 MiB against tcmalloc's 168), or small nodes after
+ * 100 000 B: peak 215 MiB against tcmalloc's 164), or small nodes after
  * big buffers. The one that keeps the most warm bytes of the first
  * HEAP_FOREIGN_LOOK with free slabs of each kind, if HEAP_REKIND_MIN or
  * more would keep some, or the one left of a change that began so (until
@@ -428,7 +428,7 @@ static HAK_TEXT_COLD HAK_NOINLINE bool heap_foreign_fits(const superslab_t *ss, 
  * its kind, not a phase that ended. sqlite3 emptied one superslab of
  * 64 KiB slabs once in a run and a class of 80 KiB blocks took it: its
  * small classes faulted in a new superslab, while the big slab, barely
- * used, kept the old one's 3 MiB resident (peak 57.8 -> 60.7 MiB); with
+ * used, kept the old one's 3 MiB resident (peak 56.4 -> 59.3 MiB); with
  * two needed throughout, each change of kind in test_kind_reuse's runs
  * left its last superslab behind (growth 5.7 -> 9.6 MiB). NULL if none.
  * Under h->lock. */
@@ -465,7 +465,7 @@ static HAK_TEXT_COLD HAK_NOINLINE superslab_t *heap_rekind_warm(heap_t *h, unsig
  * while they wait out the purge delay. A program that frees its blocks of one size and then
  * fills blocks of a size of another kind (4 KiB buffers, then 64-byte
  * nodes; 8 KiB, then 4 KiB) held both at once: 100 MiB of each peaked at
- * 204 MiB, against glibc's 104-142 and mimalloc's 132. Only the first
+ * 193-202 MiB, against glibc's 102-139 and mimalloc's 129. Only the first
  * HEAP_FOREIGN_LOOK superslabs with free slabs of each kind are looked at
  * (the warm ones are nearer the front: heap_owned_push_front). Failing
  * that, a wholly free one given the kind's geometry (heap_rekind_warm).
