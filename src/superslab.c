@@ -56,13 +56,6 @@ static _Atomic int ss_abandon_pending;
  * exited threads of a small program leave. */
 #define SS_ABANDON_FAST_BYTES ((size_t)2 << 20)
 
-/* fresh: ss comes straight from mmap, so every descriptor is already zero,
- * which reads as a free slab (OWNER_UNUSED is 0; ss_slab_init sets the
- * rest). Writing them anyway dirtied the header's three pages in every
- * small superslab, two of them for slabs 31..63 that a thread using a few
- * classes never takes: 8 KiB per thread of a many-thread program. A cached
- * superslab's header was decommitted too, but an madvise that failed would
- * leave stale owners behind, so those are written. */
 /* The slab geometry of a kind: its slab size and which slabs hold blocks. */
 static void ss_set_geometry(superslab_t *ss, unsigned kind) {
   ss->kind = (uint8_t)kind;
@@ -74,6 +67,25 @@ static void ss_set_geometry(superslab_t *ss, unsigned kind) {
   ss->first_slab = kind == SS_KIND_BIG ? 0 : 1;
 }
 
+/* Slab i's descriptor as a free slab's that never held a block (what
+ * ss_slab_init does not set). */
+static void ss_slab_clear(slab_t *s, unsigned i) {
+  atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
+  atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
+  s->index = i;
+  s->free = NULL;
+  s->cold = NULL;
+  s->used = 0;
+  s->span = 0;
+}
+
+/* fresh: ss comes straight from mmap, so every descriptor is already zero,
+ * which reads as a free slab (OWNER_UNUSED is 0; ss_slab_init sets the
+ * rest). Writing them anyway dirtied the header's three pages in every
+ * small superslab, two of them for slabs 31..63 that a thread using a few
+ * classes never takes: 8 KiB per thread of a many-thread program. A cached
+ * superslab's header was decommitted too, but an madvise that failed would
+ * leave stale owners behind, so those are written. */
 static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
   ss_set_geometry(ss, kind);
 #if HAK_SECURE
@@ -85,16 +97,7 @@ static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
   ss->free_mask = ss_all_mask(ss);
   ss->dirty_mask = 0;
   ss->last_free_ms = 0;
-  for (unsigned i = 0; !fresh && i < ss->nslabs; i++) {
-    slab_t *s = &ss->slabs[i];
-    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
-    atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
-    s->index = i;
-    s->free = NULL;
-    s->cold = NULL;
-    s->used = 0;
-    s->span = 0;
-  }
+  for (unsigned i = 0; !fresh && i < ss->nslabs; i++) ss_slab_clear(&ss->slabs[i], i);
 }
 
 static void ss_decay_register(void);
@@ -184,15 +187,9 @@ HAK_TEXT_COLD void ss_rekind(superslab_t *ss, unsigned kind) {
   ss->grow_mask = 0;
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
     slab_t *s = &ss->slabs[i];
-    atomic_store_explicit(&s->owner, OWNER_UNUSED, memory_order_relaxed);
-    atomic_store_explicit(slab_tf(s), 0, memory_order_relaxed);
+    ss_slab_clear(s, i);
     __atomic_store_n(&s->gaps, 0, __ATOMIC_RELAXED);
-    s->index = i;
-    s->free = NULL;
-    s->cold = NULL;
     s->next = NULL;
-    s->used = 0;
-    s->span = 0;
     s->warm_kid = 0;
     s->warm_pages = 0;
     s->freed_ms = freed[i];
