@@ -134,6 +134,24 @@ void decay_register(enum decay_slot slot, decay_purge_fn fn) {
   }
 }
 
+static _Atomic decay_grow_fn decay_grow_slots[DECAY_SLOTS];
+_Atomic bool decay_grow_armed;
+
+void decay_register_grow(enum decay_slot slot, decay_grow_fn fn) {
+  if (atomic_load_explicit(&decay_grow_slots[slot], memory_order_relaxed) == fn) return;
+  atomic_store_explicit(&decay_grow_slots[slot], fn, memory_order_release);
+  if (slot != DECAY_HEAPS) atomic_store_explicit(&decay_grow_armed, true, memory_order_relaxed);
+}
+
+HAK_TEXT_COLD void decay_note_grow(enum decay_slot self, uint64_t now_ms) {
+  size_t b = 0;
+  for (unsigned i = 0; i < DECAY_SLOTS; i++) {
+    decay_grow_fn fn = atomic_load_explicit(&decay_grow_slots[i], memory_order_acquire);
+    if (i != (unsigned)self && fn != NULL) b += fn(now_ms);
+  }
+  decay_count_grow(b);
+}
+
 void decay_register_idle(size_t (*idle_bytes)(size_t *, size_t *)) {
   atomic_store_explicit(&decay_idle_fn, idle_bytes, memory_order_release);
 }

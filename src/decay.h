@@ -11,7 +11,9 @@
  * state makes no purge at all (a heap about to map a new superslab first
  * gives back every heap's free slabs, and its own whole free pages of
  * classes it stopped allocating, idle for a quarter of the delay:
- * heap_purge_grow, heap_cool_grow; that is growth, not a steady state).
+ * heap_purge_grow, heap_cool_grow; that is growth, not a steady state;
+ * and the heaps and the arenas answer each other's growth the same way:
+ * decay_note_grow).
  * With the background thread, an idle program's memory goes back without
  * any allocator call: the thread starts once DECAY_BG_MAPPED_BYTES are
  * mapped or a component holds DECAY_BG_START_BYTES idle (small programs
@@ -92,6 +94,25 @@ enum decay_slot {
 };
 /* Set slot's purge (idempotent; cold, any thread). */
 void decay_register(enum decay_slot slot, decay_purge_fn fn);
+/* A page owner's answer to another owner's growth: decommit its free
+ * memory that the growing owner's fresh pages would duplicate (its own
+ * rules say which and how old), returning the bytes to count as grow
+ * bytes (0 if it counts them itself). The heaps and the arenas are two
+ * pools: a program that frees one phase's small blocks and then takes big
+ * ones (or the reverse) held both phases at once, since neither pool's
+ * growth looked at the other (16-byte blocks then 200 000-byte ones: 252
+ * MiB for 100 MiB live; tcmalloc 160). */
+typedef size_t (*decay_grow_fn)(uint64_t now_ms);
+/* Set slot's answer to growth (idempotent; cold, any thread). */
+void decay_register_grow(enum decay_slot slot, decay_grow_fn fn);
+/* An owner besides the heaps has registered an answer: until then the
+ * heaps' growth has nobody to tell, and a process that never maps an arena
+ * never runs decay_note_grow (its code lies with the cold text, which such
+ * a process must not touch: test_footprint). */
+extern _Atomic bool decay_grow_armed;
+/* The owner in slot self is about to fault fresh pages in: every other
+ * registered owner's answer runs. Cold; call with no allocator lock held. */
+void decay_note_grow(enum decay_slot self, uint64_t now_ms);
 /* The idle-bytes report for decay_stats (heap.c). */
 void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 

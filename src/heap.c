@@ -72,10 +72,12 @@ static pthread_key_t heap_key;
 static void heap_thread_exit(void *arg);
 static heap_t *heap_exit_heap; /* the shared exit heap (heap_exit_alloc) */
 static bool heap_exit_giveback(bool blocking);
+static size_t heap_answer_grow(uint64_t now);
 
 void heap_process_init(void) {
   pthread_key_create(&heap_key, heap_thread_exit);
   decay_register(DECAY_HEAPS, heap_purge_all); /* decay calls no page owner by name */
+  decay_register_grow(DECAY_HEAPS, heap_answer_grow);
   decay_register_idle(heap_idle_bytes);
 }
 
@@ -314,6 +316,16 @@ static void heap_cool_schedule(heap_t *h, unsigned cls) {
     h->cool_ms = os_now_ms() + opt.purge_delay_ms / HEAP_COOL_STEPS;
 }
 
+/* h takes a slab of bytes whose pages are not resident (fresh or
+ * decommitted): a purge by time may have given them back too soon
+ * (heap_decay_back), and the arenas' free spans may sit beside the pages
+ * about to be faulted in (decay_note_grow; they keep their own pace). A
+ * fault path, and only for a heap that purged or a process with arenas. */
+static HAK_TEXT_COLD HAK_NOINLINE void heap_take_cold(heap_t *h, size_t bytes) {
+  if (h->decay_lost != 0) heap_decay_back(h, bytes);
+  if (h == heap_front.heap) decay_note_grow(DECAY_HEAPS, os_now_ms());
+}
+
 static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   /* A warm (dirty) slab first: its pages are resident. Of those, the one
    * that last held this class: a slab keeps resident every page any class
@@ -332,8 +344,8 @@ static slab_t *heap_take_slab(heap_t *h, superslab_t *ss, unsigned cls) {
   }
   if (warm)
     heap_dirty_add(h, ss_slab_room(ss, idx), -1);
-  else if (HAK_UNLIKELY(h->decay_lost != 0))
-    heap_decay_back(h, ss_slab_room(ss, idx));
+  else if (HAK_UNLIKELY(h->decay_lost != 0 || atomic_load_explicit(&decay_grow_armed, memory_order_relaxed)))
+    heap_take_cold(h, ss_slab_room(ss, idx));
   if (HAK_UNLIKELY((ss->grow_mask >> idx) & 1)) {
     /* Another heap's growth decommitted it, and h needs it after all. */
     ss->grow_mask &= ~((uint64_t)1 << idx);
@@ -579,6 +591,32 @@ static slab_t *heap_steal_idle_current(heap_t *h, unsigned cls, unsigned kind) {
   return heap_take_slab(h, ss_of(best), cls);
 }
 
+/* decay's answer to the arenas' growth (decay_note_grow): the arenas are about
+ * to fault in pages for a block above HAKMEM_ARENA_MIN, so every heap's
+ * free slabs go as they do for another heap's growth (heap_purge_grow
+ * with no heap of its own: at any age unless a heap kept taking back what
+ * such purges cost it). A program that freed its small blocks and takes
+ * big ones held both phases: 16-byte blocks then 200 000-byte ones peaked
+ * at 252 MiB for 100 MiB live. One pass at a time, and after a pass that
+ * gave something back none for a quarter of the purge delay: the arenas'
+ * steady state (warm fits) never gets here, and a cold fit now and then
+ * costs the heaps no more than that. */
+static _Atomic uint64_t heap_answer_due_ms;
+
+static HAK_TEXT_COLD size_t heap_answer_grow(uint64_t now) {
+  uint64_t due = atomic_load_explicit(&heap_answer_due_ms, memory_order_relaxed);
+  if (now < due || !atomic_compare_exchange_strong_explicit(&heap_answer_due_ms, &due, UINT64_MAX,
+                                                            memory_order_relaxed, memory_order_relaxed))
+    return 0;
+  size_t purged = heap_purge_grow(NULL, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now, opt.purge_delay_ms);
+  /* Only a pass that gave something back waits: one that found nothing
+   * (the program's first big block, before its small ones were freed)
+   * must not hold off the phase change that follows it. */
+  atomic_store_explicit(&heap_answer_due_ms, purged != 0 ? now + opt.purge_delay_ms / HEAP_COOL_STEPS : 0,
+                        memory_order_relaxed);
+  return purged;
+}
+
 /* Under h->lock. */
 static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
@@ -610,7 +648,8 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
         if (h->cool_ms != UINT64_MAX) decay_count_grow(heap_cool_grow(h));
       }
       if (due) {
-        decay_count_grow(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now));
+        decay_count_grow(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now,
+                                         opt.purge_delay_ms / HEAP_GROW_SPARE_STEPS));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }
     }

@@ -194,10 +194,12 @@ void heap_decay_adapt(heap_t *h, size_t purged, uint64_t now, bool force);
  * HEAP_DECAY_WINDOW of the heap's current delays before. Under h->lock. */
 void heap_decay_back(heap_t *h, size_t bytes);
 /* self (locked by the caller) is about to map a new superslab: every
- * other heap's free slabs (only if its lock is free; never skip's) and
- * self's idle for a quarter of the purge delay are decommitted now. The
- * schedule is left alone. Returns the bytes decommitted. */
-size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now);
+ * other heap's free slabs (only if its lock is free; never skip's; those
+ * idle for spare_ms or more only, in a heap that kept taking back what
+ * such purges cost it) and self's idle for a quarter of the purge delay
+ * are decommitted now. self NULL: the arenas grow (every heap is another).
+ * The schedule is left alone. Returns the bytes decommitted. */
+size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now, uint64_t spare_ms);
 /* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
  * free a purge delay ago too (a pass looks at them at most once a delay),
  * or all of them if force, give their pages past the first
@@ -225,7 +227,10 @@ size_t heap_cool_grow(heap_t *h);
  * that heap took back at least half of the last slabs such purges cost it
  * (HEAP_GROW_REGRET_MIN of them or more; the counts halve past
  * HEAP_GROW_REGRET_SPAN): then only those idle for 1/HEAP_GROW_SPARE_STEPS
- * of the purge delay, until fewer than a quarter come back. */
+ * of the purge delay (another heap's growth) or the whole delay (the
+ * arenas' growth, heap_answer_grow: a program that alternates phases of
+ * small and big blocks faulted each phase in again, 0.60x the speed), until
+ * fewer than a quarter come back. */
 #define HEAP_GROW_SPARE_STEPS 16u
 #define HEAP_GROW_REGRET_MIN 8u
 #define HEAP_GROW_REGRET_SPAN 256u

@@ -171,7 +171,7 @@ HAK_TEXT_COLD void heap_decay_back(heap_t *h, size_t bytes) {
   h->decay_lost = h->decay_back = 0;
 }
 
-size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
+size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now, uint64_t spare_ms) {
   uint64_t delay = opt.purge_delay_ms / HEAP_COOL_STEPS;
   size_t purged = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
@@ -196,7 +196,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now) {
           if (h->grow_back * 2 >= h->grow_lost) h->grow_spare = true;
           else if (h->grow_back * 4 < h->grow_lost) h->grow_spare = false;
         }
-        purged += heap_purge_as(h, now, h->grow_spare ? opt.purge_delay_ms / HEAP_GROW_SPARE_STEPS : 0, false, true, true);
+        purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, false, true, true);
       }
       lock_release(&h->lock);
     }

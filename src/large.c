@@ -52,6 +52,17 @@ typedef struct large_hdr {
 #define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
 #define ARENA_GRANS ((uint32_t)(ARENA_SIZE >> ARENA_GRAN_SHIFT))
 #define ARENA_BLOCK_MAX ((size_t)32 << 20)
+/* The heaps' growth decommits free spans idle for 1/LARGE_GROW_STEPS of
+ * the purge delay (large_answer_grow), or the whole delay once the arenas
+ * took back half of what that cost them (LARGE_GROW_REGRET_MIN_KIB or
+ * more; the counts halve past LARGE_GROW_REGRET_SPAN_KIB). */
+#define LARGE_GROW_STEPS 16u
+#define LARGE_GROW_REGRET_MIN_KIB 4096u
+#define LARGE_GROW_REGRET_SPAN_KIB (256u << 10)
+/* KiB large_answer_grow decommitted and KiB of cold granules the arenas
+ * took since (at most as many); racy counts, as the heaps' are. */
+static _Atomic uint32_t large_grow_lost, large_grow_back;
+static _Atomic bool large_grow_spare;
 
 /* Free spans by length, for the fit: one bin per length up to
  * ARENA_EXACT_BINS granules (2 MiB: every block up to HAK_SMALL_MAX and
@@ -204,7 +215,11 @@ static size_t large_decay_purge(uint64_t now, bool force, bool blocking, uint64_
   return 0;
 }
 
-static void large_decay_register(void) { decay_register(DECAY_LARGE, large_decay_purge); }
+static size_t large_answer_grow(uint64_t now);
+static void large_decay_register(void) {
+  decay_register(DECAY_LARGE, large_decay_purge);
+  decay_register_grow(DECAY_LARGE, large_answer_grow);
+}
 
 /* The warm bits of granules [start, start+n), n >= 1, a word at a time:
  * WARM_ALL tells whether all are set and WARM_ANY whether any is (1 or 0;
@@ -469,6 +484,12 @@ static uint8_t *arena_take_pick(large_group_t *g, uint32_t grans, arena_pick_t p
   uint8_t *p = pk.a->base + ((size_t)pk.g0 << ARENA_GRAN_SHIFT);
   uint32_t warm = pk.warm ? grans : arena_warm(pk.a, pk.g0, grans, WARM_COUNT);
   *zero = warm == 0;
+  if (warm != grans && HAK_UNLIKELY(atomic_load_explicit(&large_grow_lost, memory_order_relaxed) != 0)) {
+    uint32_t lost = atomic_load_explicit(&large_grow_lost, memory_order_relaxed);
+    uint32_t back = atomic_load_explicit(&large_grow_back, memory_order_relaxed) +
+                    ((grans - warm) << (ARENA_GRAN_SHIFT - 10));
+    atomic_store_explicit(&large_grow_back, back < lost ? back : lost, memory_order_relaxed);
+  }
   if (warm_out != NULL && warm != 0)
     for (uint32_t j = 0; j < grans; j++)
       if (pk.warm || arena_granule_warm(pk.a, pk.g0 + j)) warm_out[j >> 6] |= (uint64_t)1 << (j & 63);
@@ -521,18 +542,18 @@ static bool arena_granule_recent(const large_arena_t *a, uint32_t g) {
   return hak_bit_test(a->recent, g);
 }
 
-/* Decommit free spans idle for the purge delay, and at the end of an
- * arena's epoch the granules of the others free since before it (see
- * recent[]); unmap arenas that are wholly free and clean, keeping one.
- * Under g->lock. Lowers *next to when the next warm granule becomes
- * due. */
-static void arena_purge_locked(large_group_t *g, uint64_t now, bool force, uint64_t *next) {
-  uint64_t delay = opt.purge_delay_ms;
+/* Decommit free spans idle for delay, and at the end of an arena's epoch
+ * (not in a pass for growth: grow) the granules of the others free since
+ * before it (see recent[]); unmap arenas that are wholly free and clean,
+ * keeping one. Under g->lock. Lowers *next to when the next warm granule
+ * becomes due. */
+static void arena_purge_locked(large_group_t *g, uint64_t now, uint64_t delay, bool force, bool grow,
+                               uint64_t *next) {
   large_arena_t **link = &g->arenas;
   while (*link != NULL) {
     large_arena_t *a = *link;
     bool clean = true;
-    bool tick = force || os_idle_for(now, a->epoch_ms, delay);
+    bool tick = !grow && (force || os_idle_for(now, a->epoch_ms, delay));
     for (uint32_t st = arena_next_span(a, 1); st < ARENA_GRANS; st = arena_next_span(a, st + 1)) {
       uint32_t count = a->span_len[st];
       uint64_t freed_ms = a->span_ms[st];
@@ -556,7 +577,7 @@ static void arena_purge_locked(large_group_t *g, uint64_t now, bool force, uint6
         if (!arena_warm(a, st, count, WARM_ANY)) continue;
       }
       clean = false;
-      uint64_t due = (tick ? now : a->epoch_ms) + delay;
+      uint64_t due = (tick || grow ? now : a->epoch_ms) + delay;
       if (freed_ms + delay < due) due = freed_ms + delay;
       if (due < *next) *next = due;
     }
@@ -811,10 +832,12 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     arena_pick_t pk;
     arena_find(g, grans, true, &pk);
     uint8_t *span = NULL;
+    bool grew = false;
     if (pk.warm_n * 2 < grans && ci < 0 && zeroed == NULL) span = large_borrow_warm(g, grans, end, &arena);
     if (span == NULL && (pk.warm || ci < 0)) {
       span = arena_take_pick(g, grans, pk, &arena, &zero, zeroed != NULL ? warm : NULL);
       if (span != NULL) arena_note_end(arena, span, end);
+      grew = span != NULL && !pk.warm;
     }
     if (span == NULL && ci >= 0) {
       cached = large_cache_remove((unsigned)ci);
@@ -822,6 +845,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     }
     if (look) lock_release(&large_lock);
     lock_release(&g->lock);
+    if (grew) decay_note_grow(DECAY_LARGE, os_now_ms());
     if (span != NULL) {
       uint8_t *user = span + off;
       if (zeroed != NULL && !zero) {
@@ -872,6 +896,7 @@ void *large_alloc(size_t size, size_t align, bool *zeroed) {
     large_decay_register();
     map_size = need;
     fresh = true;
+    decay_note_grow(DECAY_LARGE, os_now_ms());
   }
   uint8_t *user = base + off;
   large_hdr_t *h = large_hdr_of(user);
@@ -897,7 +922,7 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
     large_group_t *g = &large_groups[k];
     lock_acquire(&g->lock);
     g->next_purge_ms = now_ms + opt.purge_delay_ms;
-    arena_purge_locked(g, now_ms, force, &next);
+    arena_purge_locked(g, now_ms, opt.purge_delay_ms, force, false, &next);
     lock_release(&g->lock);
   }
   lock_acquire(&large_lock);
@@ -908,6 +933,61 @@ uint64_t large_purge(uint64_t now_ms, bool force) {
     os_unmap(drop[i].base, drop[i].size);
   }
   return next;
+}
+
+/* decay's answer to the heaps' growth (decay_note_grow): a heap about to
+ * take a slab whose pages are not resident has the arenas' free spans idle for
+ * 1/LARGE_GROW_STEPS of the purge delay decommitted, as it has other
+ * heaps' free slabs: the pages it faults in would otherwise sit beside
+ * them (200 000-byte blocks freed, then as many bytes of 16-byte ones: 252
+ * MiB for 100 MiB live). Younger spans stay, so a buffer freed and taken
+ * again within that keeps its pages while small blocks grow. It runs once
+ * a span is due (large_grow_due_ms, from the last pass), so a heap's
+ * growth looks at the arenas as often as it likes at the cost of a load.
+ * A busy group is passed over (and looked at again next time). */
+static _Atomic uint64_t large_grow_due_ms;
+
+static HAK_TEXT_COLD size_t large_answer_grow(uint64_t now) {
+  if (now < atomic_load_explicit(&large_grow_due_ms, memory_order_relaxed)) return 0;
+  /* Regret, as the heaps have it for their own growth purges: once the
+   * arenas faulted in again at least half of what these passes cost them
+   * (a program alternating phases of small and big blocks), only spans
+   * idle for the whole delay go, until less than a quarter comes back. */
+  uint32_t lost = atomic_load_explicit(&large_grow_lost, memory_order_relaxed);
+  uint32_t back = atomic_load_explicit(&large_grow_back, memory_order_relaxed);
+  bool spare = atomic_load_explicit(&large_grow_spare, memory_order_relaxed);
+  if (lost >= LARGE_GROW_REGRET_MIN_KIB) {
+    if (back * 2 >= lost) spare = true;
+    else if (back * 4 < lost) spare = false;
+    atomic_store_explicit(&large_grow_spare, spare, memory_order_relaxed);
+  }
+  uint64_t next = UINT64_MAX, delay = spare ? opt.purge_delay_ms : opt.purge_delay_ms / LARGE_GROW_STEPS;
+  bool busy = false;
+  size_t purged = 0;
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
+    large_group_t *g = &large_groups[k];
+    if (!lock_try(&g->lock)) {
+      busy = true;
+      continue;
+    }
+    size_t before = g->dirty_bytes;
+    arena_purge_locked(g, now, delay, false, true, &next);
+    purged += before - g->dirty_bytes;
+    lock_release(&g->lock);
+  }
+  if (purged != 0) {
+    lost += (uint32_t)(purged >> 10);
+    if (lost > LARGE_GROW_REGRET_SPAN_KIB) {
+      lost /= 2;
+      atomic_store_explicit(&large_grow_back, back / 2, memory_order_relaxed);
+    }
+    atomic_store_explicit(&large_grow_lost, lost, memory_order_relaxed);
+  }
+  /* A span freed later is due a delay after its free, no sooner than
+   * now + delay; a span freed since is covered by that too. */
+  if (busy || next > now + delay) next = now + (busy ? 0 : delay);
+  atomic_store_explicit(&large_grow_due_ms, next, memory_order_relaxed);
+  return 0; /* arena_decommit counted them */
 }
 
 void large_free(void *p, unsigned v, const char *call) {

@@ -55,7 +55,11 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "free blocks of 16 KiB and more in a slab in use give back their pages past the first after a "      \
     "quarter to a half of it. "                                                                             \
     "When a thread is about to map a new superslab, free slabs and such pages idle for a quarter of the "  \
-    "window go back first. Free slabs of exited threads (and those given away by idle ones) that new "    \
+    "window go back first. The slabs and the arenas answer each other's growth: before the arenas "        \
+    "fault fresh pages in, every heap's free slabs go back (at most once a quarter of the window), and "   \
+    "before a heap takes a slab with no resident pages, free arena spans idle for a sixteenth of it do, "  \
+    "so a program that changes from small blocks to big ones or back does not hold both; a pool that "    \
+    "takes back what these cost it (phases that alternate) keeps the whole window. Free slabs of exited threads (and those given away by idle ones) that new "    \
     "threads passed over wait a quarter of it while more than 2 MiB of them waits. "                        \
     "Memory goes back only once idle, never because of how much was freed; "                                \
     "`hak_collect(1)` and `malloc_trim(0)` return everything idle at once. "                                \

@@ -2,7 +2,8 @@
  * test_kind_reuse.c — a program that frees its blocks of one size and then
  * fills blocks of a size served by slabs of another size reuses the
  * resident pages (issue 18: heap.c's heap_foreign_warm, a warm free slab
- * of another kind taken before untouched pages).
+ * of another kind taken before untouched pages), or gives them back before
+ * it takes fresh ones when the other size comes from the arenas.
  *
  * Run with HAKMEM_PURGE_DELAY_MS=600000 and HAKMEM_BACKGROUND_THREAD=0
  * (nothing goes back while the test looks). One thread, runs of RUN_BYTES
@@ -24,6 +25,17 @@
  * 100 000 B. The library before grew by 20.7 MiB over them, this one by
  * 5.7 (each change of kind leaves the last class's current slab and one
  * superslab partly used); at most REKIND_GROWTH_MAX.
+ * With the argument "pools" (run with HAKMEM_PURGE_DELAY_MS=2000), runs
+ * of blocks served by the slabs and by the arenas (above HAKMEM_ARENA_MIN)
+ * in turn, POOLS_PAUSE_MS apart: 16 B, 200 000 B, 64 B. The two pools
+ * answer each other's growth (decay_note_grow): the arenas' fresh pages
+ * first have every heap's free slabs decommitted, a slab taken with no
+ * resident pages first has the arenas' free spans idle for a sixteenth of
+ * the delay decommitted (hence the pause). The library before held both
+ * pools' pages from the second run on (16 MiB over the first run's RSS;
+ * with a fourth run, 300 000 B, 19.7); at most POOLS_GROWTH_MAX after any
+ * run. (No more runs: a pool that takes back what the other's growth cost
+ * it, as an alternation of the two would, is spared from then on.)
  * No address is handed out twice, and every block reads back its pattern.
  * Every figure is printed, on success too.
  */
@@ -43,13 +55,17 @@
 
 static const size_t sizes[NSIZES] = {4096, 64, 8192, 1024, 32768, 3072, 96};
 static const size_t rekind_sizes[NREKIND] = {100000, 16, 49152, 16, 100000};
+#define NPOOLS 3
+#define POOLS_PAUSE_MS 300
+#define POOLS_GROWTH_MAX (6 * MiB)
+static const size_t pools_sizes[NPOOLS] = {16, 200000, 64};
 static void *blk[NMAX];
 
 static int rekind(void)
 {
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
   int bad = 0, corrupt, twice;
-  size_t growth = tu_runs_growth(rekind_sizes, NREKIND, RUN_BYTES, blk, &bad);
+  size_t growth = tu_runs_growth(rekind_sizes, NREKIND, RUN_BYTES, blk, &bad, 0, false);
   tu_sizes_at_once(rekind_sizes, NREKIND, 40, 19000, &corrupt, &twice);
   printf("growth over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed out "
          "twice %d\n",
@@ -64,14 +80,33 @@ static int rekind(void)
   return fail;
 }
 
+static int pools(void)
+{
+  for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
+  int bad = 0, corrupt, twice;
+  size_t growth = tu_runs_growth(pools_sizes, NPOOLS, RUN_BYTES, blk, &bad, POOLS_PAUSE_MS, true);
+  tu_sizes_at_once(pools_sizes, NPOOLS, 40, 29000, &corrupt, &twice);
+  printf("largest growth over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed "
+         "out twice %d\n",
+         NPOOLS - 1, growth >> 10, POOLS_GROWTH_MAX >> 10, bad, corrupt, twice);
+  int fail = 0;
+  fail |= tu_fail_if(bad != 0, "a run's block lost its pattern");
+  fail |= tu_fail_if(corrupt != 0, "a block of the mixed round lost its pattern");
+  fail |= tu_fail_if(twice != 0, "an address was handed out twice");
+  fail |= tu_fail_if(growth > POOLS_GROWTH_MAX, "one pool faulted fresh pages in while the other's free pages sat resident");
+  if (!fail) printf("PASS\n");
+  return fail;
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "rekind") == 0) return rekind();
+  if (argc > 1 && strcmp(argv[1], "pools") == 0) return pools();
   /* The pointer array's own pages (8 MiB), resident before the first
    * reading: the 64-byte run alone would touch 2 MiB of it. */
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
   int bad = 0;
-  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad);
+  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad, 0, false);
   printf("growth over %u runs: %zu KiB (at most %zu)\n", NSIZES - 1, growth >> 10, GROWTH_MAX >> 10);
 
   int bad_small = tu_run_filled(blk, (unsigned)(RUN_BYTES / 100000), 100000, (uint64_t)100 << 32);
