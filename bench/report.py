@@ -59,6 +59,8 @@ DESCRIPTIONS = {
     "batch_mix_16t": "as batch_mix with 16 threads on 2 cores",
     "phases": "1 thread, phases of 32 MiB of blocks of one size, written whole and freed, sizes in turn (4 KiB, 64 B, 8 KiB, 1 KiB, 32 KiB, 3 KiB, 96 B, 16 KiB)",
     "phases_wide": "1 thread, phases as in phases, of sizes whose slabs hold too many or too few blocks of the next (16 B, 64 KiB, 64 B, 100 000 B, 1 KiB, 48 KiB)",
+    "phases_to_big": "1 thread, one phase of 96 MiB of 16 B blocks, written and freed, then one of 200 000 B blocks (the slabs' pages, then the arenas')",
+    "phases_to_small": "1 thread, one phase of 96 MiB of 300 000 B blocks, written and freed, then one of 1 KiB blocks (the arenas' pages, then the slabs')",
     "stress": "rounds of 2 threads keeping 2000 blocks each and swapping one in four through a shared array of 1000 (mimalloc's test-stress pattern)",
     "stress_16t": "as stress with 16 threads on 2 cores",
     "size_mix": "1 thread, 70% 16–256 B, 20% –4 KiB, 9% –32 KiB, 1% –128 KiB, random lifetimes, 5% realloc growth",
