@@ -113,6 +113,16 @@ extern _Atomic bool decay_grow_armed;
 /* The owner in slot self is about to fault fresh pages in: every other
  * registered owner's answer runs. Cold; call with no allocator lock held. */
 void decay_note_grow(enum decay_slot self, uint64_t now_ms);
+/* The regret both answers keep (heap_purge_grow's per heap, the arenas'
+ * for their spans): lost, what another owner's growth decommitted; back,
+ * how much of it the owner faulted in again since. Past min lost, the
+ * owner spares its young memory once half came back and stops sparing it
+ * once less than a quarter did; in between, spare stays as it was. */
+HAK_INLINE bool decay_regret_spare(uint32_t lost, uint32_t back, uint32_t min, bool spare) {
+  if (lost < min) return spare;
+  if (back * 2 >= lost) return true;
+  return back * 4 < lost ? false : spare;
+}
 /* The idle-bytes report for decay_stats (heap.c). */
 void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 

@@ -192,10 +192,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now, uint64_t 
        * faults for a 64 MiB peak). Such a heap keeps slabs freed in the
        * last 1/HEAP_GROW_SPARE_STEPS of the delay. */
       if (!h->dead) {
-        if (h->grow_lost >= HEAP_GROW_REGRET_MIN) {
-          if (h->grow_back * 2 >= h->grow_lost) h->grow_spare = true;
-          else if (h->grow_back * 4 < h->grow_lost) h->grow_spare = false;
-        }
+        h->grow_spare = decay_regret_spare(h->grow_lost, h->grow_back, HEAP_GROW_REGRET_MIN, h->grow_spare);
         purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, false, true, true);
       }
       lock_release(&h->lock);

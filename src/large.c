@@ -955,12 +955,9 @@ static HAK_TEXT_COLD size_t large_answer_grow(uint64_t now) {
    * idle for the whole delay go, until less than a quarter comes back. */
   uint32_t lost = atomic_load_explicit(&large_grow_lost, memory_order_relaxed);
   uint32_t back = atomic_load_explicit(&large_grow_back, memory_order_relaxed);
-  bool spare = atomic_load_explicit(&large_grow_spare, memory_order_relaxed);
-  if (lost >= LARGE_GROW_REGRET_MIN_KIB) {
-    if (back * 2 >= lost) spare = true;
-    else if (back * 4 < lost) spare = false;
-    atomic_store_explicit(&large_grow_spare, spare, memory_order_relaxed);
-  }
+  bool spare = decay_regret_spare(lost, back, LARGE_GROW_REGRET_MIN_KIB,
+                                  atomic_load_explicit(&large_grow_spare, memory_order_relaxed));
+  atomic_store_explicit(&large_grow_spare, spare, memory_order_relaxed);
   uint64_t next = UINT64_MAX, delay = spare ? opt.purge_delay_ms : opt.purge_delay_ms / LARGE_GROW_STEPS;
   bool busy = false;
   size_t purged = 0;

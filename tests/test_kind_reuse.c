@@ -61,47 +61,37 @@ static const size_t rekind_sizes[NREKIND] = {100000, 16, 49152, 16, 100000};
 static const size_t pools_sizes[NPOOLS] = {16, 200000, 64};
 static void *blk[NMAX];
 
-static int rekind(void)
+/* The runs of sizes[0..n) (pause_ms apart; with max, the largest growth
+ * after any run, else after the last), then a block of every size at
+ * once: fails if a block lost its pattern, an address came twice or RSS
+ * grew by more than limit (why: what it means). */
+static int runs_within(const size_t *rs, unsigned n, long pause_ms, bool max, size_t limit, uint64_t key,
+                       const char *why)
 {
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
   int bad = 0, corrupt, twice;
-  size_t growth = tu_runs_growth(rekind_sizes, NREKIND, RUN_BYTES, blk, &bad, 0, false);
-  tu_sizes_at_once(rekind_sizes, NREKIND, 40, 19000, &corrupt, &twice);
-  printf("growth over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed out "
+  size_t growth = tu_runs_growth(rs, n, RUN_BYTES, blk, &bad, pause_ms, max);
+  tu_sizes_at_once(rs, n, 40, key, &corrupt, &twice);
+  printf("%s over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed out "
          "twice %d\n",
-         NREKIND - 1, growth >> 10, REKIND_GROWTH_MAX >> 10, bad, corrupt, twice);
+         max ? "largest growth" : "growth", n - 1, growth >> 10, limit >> 10, bad, corrupt, twice);
   int fail = 0;
   fail |= tu_fail_if(bad != 0, "a run's block lost its pattern");
   fail |= tu_fail_if(corrupt != 0, "a block of the mixed round lost its pattern");
   fail |= tu_fail_if(twice != 0, "an address was handed out twice");
-  fail |= tu_fail_if(growth > REKIND_GROWTH_MAX,
-                     "a run no free slab fits took untouched pages while wholly free superslabs sat resident");
-  if (!fail) printf("PASS\n");
-  return fail;
-}
-
-static int pools(void)
-{
-  for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
-  int bad = 0, corrupt, twice;
-  size_t growth = tu_runs_growth(pools_sizes, NPOOLS, RUN_BYTES, blk, &bad, POOLS_PAUSE_MS, true);
-  tu_sizes_at_once(pools_sizes, NPOOLS, 40, 29000, &corrupt, &twice);
-  printf("largest growth over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed "
-         "out twice %d\n",
-         NPOOLS - 1, growth >> 10, POOLS_GROWTH_MAX >> 10, bad, corrupt, twice);
-  int fail = 0;
-  fail |= tu_fail_if(bad != 0, "a run's block lost its pattern");
-  fail |= tu_fail_if(corrupt != 0, "a block of the mixed round lost its pattern");
-  fail |= tu_fail_if(twice != 0, "an address was handed out twice");
-  fail |= tu_fail_if(growth > POOLS_GROWTH_MAX, "one pool faulted fresh pages in while the other's free pages sat resident");
+  fail |= tu_fail_if(growth > limit, why);
   if (!fail) printf("PASS\n");
   return fail;
 }
 
 int main(int argc, char **argv)
 {
-  if (argc > 1 && strcmp(argv[1], "rekind") == 0) return rekind();
-  if (argc > 1 && strcmp(argv[1], "pools") == 0) return pools();
+  if (argc > 1 && strcmp(argv[1], "rekind") == 0)
+    return runs_within(rekind_sizes, NREKIND, 0, false, REKIND_GROWTH_MAX, 19000,
+                       "a run no free slab fits took untouched pages while wholly free superslabs sat resident");
+  if (argc > 1 && strcmp(argv[1], "pools") == 0)
+    return runs_within(pools_sizes, NPOOLS, POOLS_PAUSE_MS, true, POOLS_GROWTH_MAX, 29000,
+                       "one pool faulted fresh pages in while the other's free pages sat resident");
   /* The pointer array's own pages (8 MiB), resident before the first
    * reading: the 64-byte run alone would touch 2 MiB of it. */
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
