@@ -111,7 +111,9 @@ void decay_register_grow(enum decay_slot slot, decay_grow_fn fn);
  * a process must not touch: test_footprint). */
 extern _Atomic bool decay_grow_armed;
 /* The owner in slot self is about to fault fresh pages in: every other
- * registered owner's answer runs. Cold; call with no allocator lock held. */
+ * registered owner's answer runs. Cold. A caller may hold its own owner's
+ * locks (heap_take_cold holds its heap's): every answer only tries the
+ * locks it needs and passes over what is busy. */
 void decay_note_grow(enum decay_slot self, uint64_t now_ms);
 /* The regret both answers keep (heap_purge_grow's per heap, the arenas'
  * for their spans): lost, what another owner's growth decommitted; back,

@@ -57,7 +57,7 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "When a thread is about to map a new superslab, free slabs and such pages idle for a quarter of the "  \
     "window go back first. The slabs and the arenas answer each other's growth: before the arenas "        \
     "fault fresh pages in, every heap's free slabs go back (at most once a quarter of the window), and "   \
-    "before a heap takes a slab with no resident pages, free arena spans idle for a sixteenth of it do, "  \
+    "before a heap takes a slab with no resident pages, free arena spans do (at most once a millisecond), "  \
     "so a program that changes from small blocks to big ones or back does not hold both; a pool that "    \
     "takes back what these cost it (phases that alternate) keeps the whole window. Free slabs of exited threads (and those given away by idle ones) that new "    \
     "threads passed over wait a quarter of it while more than 2 MiB of them waits. "                        \

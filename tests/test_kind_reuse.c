@@ -27,14 +27,15 @@
  * superslab partly used); at most REKIND_GROWTH_MAX.
  * With the argument "pools" (run with HAKMEM_PURGE_DELAY_MS=2000), runs
  * of blocks served by the slabs and by the arenas (above HAKMEM_ARENA_MIN)
- * in turn, POOLS_PAUSE_MS apart: 16 B, 200 000 B, 64 B. The two pools
+ * in turn, one right after the other: 16 B, 200 000 B, 64 B. The two pools
  * answer each other's growth (decay_note_grow): the arenas' fresh pages
  * first have every heap's free slabs decommitted, a slab taken with no
- * resident pages first has the arenas' free spans idle for a sixteenth of
- * the delay decommitted (hence the pause). The library before held both
- * pools' pages from the second run on (16 MiB over the first run's RSS;
- * with a fourth run, 300 000 B, 19.7); at most POOLS_GROWTH_MAX after any
- * run. (No more runs: a pool that takes back what the other's growth cost
+ * resident pages first has the arenas' free spans decommitted, however
+ * young. The library before the answers held both pools' pages from the
+ * second run on (16 MiB over the first run's RSS; with a fourth run,
+ * 300 000 B, 19.7); the one before this form spared spans freed in the
+ * last sixteenth of the delay (125 ms here) and failed unless the runs
+ * were that far apart. At most POOLS_GROWTH_MAX after any run. (No more runs: a pool that takes back what the other's growth cost
  * it, as an alternation of the two would, is spared from then on.)
  * No address is handed out twice, and every block reads back its pattern.
  * Every figure is printed, on success too.
@@ -56,21 +57,20 @@
 static const size_t sizes[NSIZES] = {4096, 64, 8192, 1024, 32768, 3072, 96};
 static const size_t rekind_sizes[NREKIND] = {100000, 16, 49152, 16, 100000};
 #define NPOOLS 3
-#define POOLS_PAUSE_MS 300
 #define POOLS_GROWTH_MAX (6 * MiB)
 static const size_t pools_sizes[NPOOLS] = {16, 200000, 64};
 static void *blk[NMAX];
 
-/* The runs of sizes[0..n) (pause_ms apart; with max, the largest growth
+/* The runs of sizes[0..n) (with max, the largest growth
  * after any run, else after the last), then a block of every size at
  * once: fails if a block lost its pattern, an address came twice or RSS
  * grew by more than limit (why: what it means). */
-static int runs_within(const size_t *rs, unsigned n, long pause_ms, bool max, size_t limit, uint64_t key,
+static int runs_within(const size_t *rs, unsigned n, bool max, size_t limit, uint64_t key,
                        const char *why)
 {
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
   int bad = 0, corrupt, twice;
-  size_t growth = tu_runs_growth(rs, n, RUN_BYTES, blk, &bad, pause_ms, max);
+  size_t growth = tu_runs_growth(rs, n, RUN_BYTES, blk, &bad, max);
   tu_sizes_at_once(rs, n, 40, key, &corrupt, &twice);
   printf("%s over %u runs: %zu KiB (at most %zu); runs' blocks bad %d; mixed blocks corrupt %d, handed out "
          "twice %d\n",
@@ -87,16 +87,16 @@ static int runs_within(const size_t *rs, unsigned n, long pause_ms, bool max, si
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "rekind") == 0)
-    return runs_within(rekind_sizes, NREKIND, 0, false, REKIND_GROWTH_MAX, 19000,
+    return runs_within(rekind_sizes, NREKIND, false, REKIND_GROWTH_MAX, 19000,
                        "a run no free slab fits took untouched pages while wholly free superslabs sat resident");
   if (argc > 1 && strcmp(argv[1], "pools") == 0)
-    return runs_within(pools_sizes, NPOOLS, POOLS_PAUSE_MS, true, POOLS_GROWTH_MAX, 29000,
+    return runs_within(pools_sizes, NPOOLS, true, POOLS_GROWTH_MAX, 29000,
                        "one pool faulted fresh pages in while the other's free pages sat resident");
   /* The pointer array's own pages (8 MiB), resident before the first
    * reading: the 64-byte run alone would touch 2 MiB of it. */
   for (size_t i = 0; i < NMAX; i++) blk[i] = &blk[i];
   int bad = 0;
-  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad, 0, false);
+  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad, false);
   printf("growth over %u runs: %zu KiB (at most %zu)\n", NSIZES - 1, growth >> 10, GROWTH_MAX >> 10);
 
   int bad_small = tu_run_filled(blk, (unsigned)(RUN_BYTES / 100000), 100000, (uint64_t)100 << 32);

@@ -36,7 +36,7 @@ static void *blk[NMAX];
 int main(void)
 {
   int bad = 0;
-  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad, 0, false);
+  size_t growth = tu_runs_growth(sizes, NSIZES, RUN_BYTES, blk, &bad, false);
   printf("growth over %u runs: %zu KiB (at most %zu)\n", NSIZES - 1, growth / KiB, GROWTH_MAX / KiB);
 
   /* Every class at once, some blocks of each: the slabs that changed class

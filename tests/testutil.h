@@ -295,7 +295,7 @@ static inline int tu_run_filled(void **blk, unsigned n, size_t sz, uint64_t key0
 }
 
 /* Runs of run_bytes of each of the nsizes sizes in turn (tu_run_filled,
- * blk[] big enough for the smallest size), pause_ms apart: adds to *bad
+ * blk[] big enough for the smallest size), one right after the other: adds to *bad
  * the blocks that lost their pattern, prints RSS after each run and
  * returns how much RSS after the last run exceeds RSS after the first
  * (the largest excess after any run if max). The figures are printed
@@ -304,16 +304,12 @@ static inline int tu_run_filled(void **blk, unsigned n, size_t sz, uint64_t key0
  * tu_rss_bytes uses (a fault-around window of libc's text each): it runs
  * once before the first reading. */
 static inline size_t tu_runs_growth(const size_t *sizes, unsigned nsizes, size_t run_bytes, void **blk, int *bad,
-                                    long pause_ms, bool max)
+                                    bool max)
 {
   size_t rss[64], top = 0;
   CHECK(nsizes >= 1 && nsizes <= 64, "%u sizes, 1 to 64 allowed", nsizes);
   (void)tu_rss_bytes();
   for (unsigned k = 0; k < nsizes; k++) {
-    if (k != 0 && pause_ms > 0) {
-      struct timespec q = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
-      nanosleep(&q, NULL);
-    }
     *bad += tu_run_filled(blk, (unsigned)(run_bytes / sizes[k]), sizes[k], (uint64_t)(k + 1) << 32);
     rss[k] = tu_rss_bytes();
     if (rss[k] > rss[0] && rss[k] - rss[0] > top) top = rss[k] - rss[0];
