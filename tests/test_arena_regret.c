@@ -41,22 +41,11 @@
 
 static void *small[ROUNDS * PER_ROUND];
 
-static size_t purged(void)
-{
-  uint64_t v = 0;
-  size_t len = sizeof v;
-  if (hak_ctl("stats.purged_bytes", &v, &len, NULL, 0) != 0) {
-    fprintf(stderr, "FAIL: hak_ctl(stats.purged_bytes) failed\n");
-    exit(1);
-  }
-  return (size_t)v;
-}
-
 int main(void)
 {
   size_t at[ROUNDS + 1];
   int bad = 0;
-  at[0] = purged();
+  at[0] = (size_t)tu_ctl_u64("stats.purged_bytes");
   for (unsigned r = 0; r < ROUNDS; r++) {
     unsigned char *b = malloc(BUF);
     CHECK(b != NULL, "malloc(%zu) returned NULL", (size_t)BUF);
@@ -71,7 +60,7 @@ int main(void)
     }
     struct timespec q = {0, 2000000L};
     nanosleep(&q, NULL);
-    at[r + 1] = purged();
+    at[r + 1] = (size_t)tu_ctl_u64("stats.purged_bytes");
   }
   for (unsigned r = 0; r < ROUNDS; r++)
     for (size_t i = 0; i < PER_ROUND; i++) {

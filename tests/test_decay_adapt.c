@@ -40,27 +40,6 @@
 
 static void *blk[NBLK];
 
-static size_t ctl_size(const char *name)
-{
-  size_t v = 0, len = sizeof v;
-  if (hak_ctl(name, &v, &len, NULL, 0) != 0) {
-    fprintf(stderr, "FAIL: hak_ctl could not read %s\n", name);
-    exit(1);
-  }
-  return v;
-}
-
-static uint64_t thread_delay(void)
-{
-  uint64_t v = 0;
-  size_t len = sizeof v;
-  if (hak_ctl("thread.purge_delay_ms", &v, &len, NULL, 0) != 0) {
-    fprintf(stderr, "FAIL: hak_ctl could not read thread.purge_delay_ms\n");
-    exit(1);
-  }
-  return v;
-}
-
 static void build(uint64_t key0)
 {
   for (size_t i = 0; i < NBLK; i++) {
@@ -122,16 +101,16 @@ int main(void)
   for (int r = 0; r < ROUNDS; r++) {
     build((uint64_t)r << 32);
     bad += check_free_all((uint64_t)r << 32);
-    size_t d0 = ctl_size("stats.decayed_bytes");
+    size_t d0 = (size_t)tu_ctl_u64("stats.decayed_bytes");
     busy_ms(850);
-    given[r] = ctl_size("stats.decayed_bytes") - d0;
-    uint64_t delay = thread_delay();
+    given[r] = (size_t)tu_ctl_u64("stats.decayed_bytes") - d0;
+    uint64_t delay = tu_ctl_u64("thread.purge_delay_ms");
     printf("round %d: given back while the thread ran %zu KiB; thread.purge_delay_ms %llu\n", r + 1, given[r] >> 10,
            (unsigned long long)delay);
   }
   /* Rounds 1 and 2 are judged by what the next build did: round 1's
    * delay is read before the build that takes the memory back. */
-  uint64_t grown = thread_delay();
+  uint64_t grown = tu_ctl_u64("thread.purge_delay_ms");
   fail |= tu_fail_if(given[0] < 16 * MiB, "the first round's purge by time did not give the freed blocks back");
   fail |= tu_fail_if(grown <= plain, "the delay did not grow after the heap took back what its purges gave back");
   for (int r = 2; r < ROUNDS; r++) late += given[r] >= 16 * MiB;
@@ -141,10 +120,10 @@ int main(void)
   /* Quiet: build once more, free, and sleep. */
   build(999ull << 32);
   bad += check_free_all(999ull << 32);
-  size_t d0 = ctl_size("stats.decayed_bytes");
+  size_t d0 = (size_t)tu_ctl_u64("stats.decayed_bytes");
   struct timespec q = {0, 900 * 1000000L};
   nanosleep(&q, NULL);
-  size_t quiet = ctl_size("stats.decayed_bytes") - d0;
+  size_t quiet = (size_t)tu_ctl_u64("stats.decayed_bytes") - d0;
   printf("quiet thread, delay %llu ms: given back within 900 ms %zu KiB\n", (unsigned long long)grown, quiet >> 10);
   if (grown >= 4 * plain)
     fail |= tu_fail_if(quiet < 16 * MiB, "a quiet thread's heap kept its memory past two plain delays");

@@ -104,24 +104,14 @@ static void *owner(void *arg)
   return NULL;
 }
 
-static size_t grow_purged(void)
-{
-  size_t v = 0, len = sizeof v;
-  if (hak_ctl("stats.grow_purged_bytes", &v, &len, NULL, 0) != 0) {
-    fprintf(stderr, "FAIL: hak_ctl could not read stats.grow_purged_bytes\n");
-    exit(1);
-  }
-  return v;
-}
-
 int main(void)
 {
   pthread_t t;
   void *first = tu_heap_then_thread(300, &t, owner);
   wait_stage(1);
-  size_t g0 = grow_purged();
+  size_t g0 = (size_t)tu_ctl_u64("stats.grow_purged_bytes");
   fill(main_a, 100000);
-  size_t g1 = grow_purged();
+  size_t g1 = (size_t)tu_ctl_u64("stats.grow_purged_bytes");
 
   struct timespec q = {0, 300 * 1000000L};
   nanosleep(&q, NULL);
@@ -130,7 +120,7 @@ int main(void)
   double age_ms = now_ms() - freed_ms;
   size_t r0 = tu_rss_bytes();
   fill(main_b, 200000);
-  size_t g2 = grow_purged();
+  size_t g2 = (size_t)tu_ctl_u64("stats.grow_purged_bytes");
   size_t r1 = tu_rss_bytes();
   double grown_ms = now_ms() - freed_ms;
 

@@ -37,6 +37,19 @@ static inline void tu_stats(struct hak_stats *st)
   CHECK(hak_stats_get(st) == 0, "hak_stats_get failed");
 }
 
+/* A 64-bit value read with hak_ctl (a statistic or a setting); the test
+ * stops, failed, if the name cannot be read. */
+static inline uint64_t tu_ctl_u64(const char *name)
+{
+  uint64_t v = 0;
+  size_t len = sizeof v;
+  if (hak_ctl(name, &v, &len, NULL, 0) != 0) {
+    fprintf(stderr, "FAIL: hak_ctl could not read %s\n", name);
+    exit(1);
+  }
+  return v;
+}
+
 /* The process's resident bytes (/proc/self/statm), read with open/read into
  * a stack buffer: no allocation, so it may be called between any two
  * allocator calls (and in a forked child). */
