@@ -125,6 +125,15 @@ HAK_INLINE bool decay_regret_spare(uint32_t lost, uint32_t back, uint32_t min, b
   if (back * 2 >= lost) return true;
   return back * 4 < lost ? false : spare;
 }
+/* A regret's lost count grows by add; past span both counts halve, so the
+ * regret follows what the owner did lately, not over its whole life. */
+HAK_INLINE void decay_regret_lose(uint32_t *lost, uint32_t *back, uint32_t add, uint32_t span) {
+  *lost += add;
+  if (*lost > span) {
+    *lost /= 2;
+    *back /= 2;
+  }
+}
 /* The idle-bytes report for decay_stats (heap.c). */
 void decay_register_idle(size_t (*idle_bytes)(size_t *max_one, size_t *count));
 

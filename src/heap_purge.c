@@ -105,11 +105,7 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
       } else if (other && (dirty & ~ss->dirty_mask) != 0) {
         uint64_t lost = dirty & ~ss->dirty_mask;
         ss->grow_mask |= lost;
-        h->grow_lost += (uint32_t)hak_popcount64(lost);
-        if (h->grow_lost > HEAP_GROW_REGRET_SPAN) {
-          h->grow_lost /= 2;
-          h->grow_back /= 2;
-        }
+        decay_regret_lose(&h->grow_lost, &h->grow_back, (uint32_t)hak_popcount64(lost), HEAP_GROW_REGRET_SPAN);
       }
       heap_dirty_add(h, d, -1);
       purged += d;

@@ -976,11 +976,9 @@ static HAK_TEXT_COLD size_t large_answer_grow(uint64_t now) {
     lock_release(&g->lock);
   }
   if (purged != 0) {
-    lost += (uint32_t)(purged >> 10);
-    if (lost > LARGE_GROW_REGRET_SPAN_KIB) {
-      lost /= 2;
-      atomic_store_explicit(&large_grow_back, back / 2, memory_order_relaxed);
-    }
+    uint32_t halved = back;
+    decay_regret_lose(&lost, &halved, (uint32_t)(purged >> 10), LARGE_GROW_REGRET_SPAN_KIB);
+    if (halved != back) atomic_store_explicit(&large_grow_back, halved, memory_order_relaxed);
     atomic_store_explicit(&large_grow_lost, lost, memory_order_relaxed);
   }
   /* A span freed later is due a delay after its free, no sooner than
