@@ -9,6 +9,7 @@
 #include "prof.h"
 #include "stats.h"
 #include "os.h"
+#include "ownmap.h"
 #include "sizeclass.h"
 #include "superslab.h"
 
@@ -90,6 +91,8 @@ void init_process_slow(void) {
     if (secret != 0) ss_secret = secret;
     options_init();
     os_set_thp(opt.thp);
+    /* Before the first region is mapped and its entry written. */
+    os_no_huge(ownmap_table, sizeof ownmap_table);
     sc_init(opt.refill_bytes);
     prof_init();
     stats_init();

@@ -109,9 +109,11 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "large blocks (with room to grow), where later growth extends it in place into the free span "        \
     "after it and a freed one serves any size: a growing buffer no longer leaves a freed block in "       \
     "every size class it passed through. 0: only blocks above 1 MiB live there.")                         \
-  X(THP, thp, CHOICE, int, HAK_THP_DEFAULT, "default|always|never", 0, 0, "",                               \
-    "Transparent huge pages for superslabs and arenas: the kernel's default, madvise "                      \
-    "MADV_HUGEPAGE, or MADV_NOHUGEPAGE.")                                                                   \
+  X(THP, thp, CHOICE, int, HAK_THP_NEVER, "default|always|never", 0, 0, "",                                 \
+    "Transparent huge pages for superslabs, arenas and big blocks' mappings: no advice (the kernel's "     \
+    "setting decides), madvise MADV_HUGEPAGE, or MADV_NOHUGEPAGE. `never` by default: where the "          \
+    "kernel's setting is `always`, a huge page is faulted in whole under a slab that needs a few of its " \
+    "pages, and a program of 2 threads with 7 MiB resident held 45 MiB (docs/performance.md).")            \
   X(STATS, stats, BOOL, bool, false, "", 0, 0, "",                                                          \
     "Print the statistics report (docs/stats.md) on stderr at exit.")                                       \
   X(STATS_FILE, stats_file, STR, const char *, NULL, "", 0, 0, "stderr",                                    \

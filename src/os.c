@@ -32,7 +32,7 @@ size_t os_page_size = 4096;
 static _Atomic uintptr_t os_hint;
 /* HAKMEM_THP, handed over by init.c once the options are read (the bottom
  * layer reads no option itself). */
-static int os_thp = OS_THP_DEFAULT;
+static int os_thp = OS_THP_NEVER;
 
 void os_set_thp(int mode) { os_thp = mode; }
 
@@ -185,15 +185,31 @@ static void os_munmap_raw(void *p, size_t size) {
   atomic_fetch_sub_explicit(&os_stats.mapped, size, memory_order_relaxed);
 }
 
+void os_no_huge(void *p, size_t size) {
+#ifdef MADV_NOHUGEPAGE
+  int saved = errno;
+  madvise(p, size, MADV_NOHUGEPAGE);
+  errno = saved;
+#else
+  (void)p, (void)size;
+#endif
+}
+
 void *os_map(size_t size) {
   int saved = errno;
   void *p = os_mmap_raw(NULL, size, true);
+  if (p != NULL && size >= ((size_t)2 << 20)) os_no_huge(p, size);
   errno = saved;
   return p;
 }
 
-/* HAKMEM_THP: aligned regions (superslabs, arenas) are where huge pages
- * pay off; the advice is a hint the kernel may ignore. */
+/* HAKMEM_THP: the advice for every region hakmem maps for blocks
+ * (superslabs, arenas, big blocks' mappings). MADV_NOHUGEPAGE unless the
+ * option says otherwise: where the kernel's setting is `always`, the
+ * first touch of a 2 MiB range faults in a huge page whole, so a slab that
+ * needs a few pages, or a superslab's first slabs, hold 2 MiB each, and a
+ * decommit inside one splits it; under the `madvise` setting the advice
+ * changes nothing. One call per region mapped. */
 static void os_advise_thp(void *p, size_t size) {
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   if (os_thp == OS_THP_ALWAYS)

@@ -38,6 +38,11 @@ size_t os_backable_bytes(void);
 /* Transparent huge pages for aligned regions (values as HAKMEM_THP's). */
 enum { OS_THP_DEFAULT = 0, OS_THP_ALWAYS = 1, OS_THP_NEVER = 2 };
 void os_set_thp(int mode);
+/* MADV_NOHUGEPAGE on hakmem's own sparse tables (the ownership map), and
+ * on os_map's mappings of 2 MiB or more, whatever HAKMEM_THP says: a
+ * table touched a word here and there must not fault 2 MiB in per touch
+ * where the kernel's setting is `always`. p page-aligned. */
+void os_no_huge(void *p, size_t size);
 /* Anonymous read-write mapping of size bytes (page multiple). */
 void *os_map(size_t size);
 /* Mapping of size bytes whose base is a multiple of align (power of two,
