@@ -171,7 +171,7 @@ static slab_t *slab_live_block(const void *p, unsigned shift, const char *call, 
     report_error(call, p, "double free or invalid pointer");
     return NULL;
   }
-  if (HAK_UNLIKELY(!slab_holds(s, p) || !slab_is_block_start(s, p))) {
+  if (HAK_UNLIKELY(!slab_holds(s, p) || !slab_is_block_start(s, p) || (HAK_CHECKED && !slab_carved_holds(s, p)))) {
     report_invalid(call, p);
     return NULL;
   }
@@ -211,7 +211,7 @@ static void free_small(void *p, unsigned shift, const char *call) {
   /* A live block start of a slab in use (slab_live_block's checks, with
    * the owner read once); anything else is slab_live_block's to report. */
   if (HAK_UNLIKELY(owner == OWNER_UNUSED || !slab_holds(s, p) || !slab_is_block_start(s, p) ||
-                   alloc_block_is_free(s, owner, p, true))) {
+                   (HAK_CHECKED && !slab_carved_holds(s, p)) || alloc_block_is_free(s, owner, p, true))) {
     slab_live_block(p, shift, call, "double free of", true);
     return;
   }
@@ -285,7 +285,7 @@ void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   if (HAK_UNLIKELY(h == NULL || owner == OWNER_UNUSED ||
                    (opt.prof && ((owner & (HAK_TID_PROF_BIT | HAK_TID_EXIT_BIT)) || owner == OWNER_ABANDONED)) ||
                    (owner & ~OWNER_FULL) == h->tid ||
-                   (HAK_CHECKED && (!slab_holds(s, p) || !slab_is_block_start(s, p))) ||
+                   (HAK_CHECKED && (!slab_holds(s, p) || !slab_is_block_start(s, p) || !slab_carved_holds(s, p))) ||
                    slab_block_is_free(s, p, false, true))) {
     slow(p);
     return;

@@ -454,12 +454,24 @@ slab_t *ss_slab_init(superslab_t *ss, unsigned idx, unsigned cls, uintptr_t owne
   return s;
 }
 
+/* A carved block goes onto the free list: in the checked builds marked
+ * free like every block on a list, so that a double free of it before its
+ * first allocation is caught (its memory may be zero: a slab decommitted
+ * and taken again); elsewhere only linked. */
+static inline void ss_link(uint8_t *b, uint8_t *next) {
+#if HAK_CHECKED
+  blk_free((block_t *)b, (block_t *)next);
+#else
+  blk_set_next((block_t *)b, (block_t *)next);
+#endif
+}
+
 /* n consecutive blocks of size bs from first, linked in address order;
  * the last links to NULL. */
 static block_t *ss_link_run(uint8_t *first, unsigned n, size_t bs) {
   uint8_t *p = first;
-  for (unsigned i = 1; i < n; i++, p += bs) blk_set_next((block_t *)p, (block_t *)(p + bs));
-  blk_set_next((block_t *)p, NULL);
+  for (unsigned i = 1; i < n; i++, p += bs) ss_link(p, p + bs);
+  ss_link(p, NULL);
   return (block_t *)first;
 }
 
@@ -558,12 +570,12 @@ static block_t *ss_link_shuffled(uint8_t *first, unsigned n, size_t bs) {
     }
     for (unsigned i = 0; i < m; i++) {
       block_t *b = (block_t *)(first + (size_t)(w + order[i]) * bs);
-      if (tail != NULL) blk_set_next(tail, b);
+      if (tail != NULL) ss_link((uint8_t *)tail, (uint8_t *)b);
       else head = b;
       tail = b;
     }
   }
-  blk_set_next(tail, NULL);
+  ss_link((uint8_t *)tail, NULL);
   return head;
 }
 #endif

@@ -247,13 +247,24 @@ HAK_INLINE bool slab_can_pop(const slab_t *s, const block_t *b) {
 HAK_INLINE bool slab_is_block_start(const slab_t *s, const void *p) {
   return (((uintptr_t)p * s->div_mul - s->div_base) >> 32) == 0;
 }
+/* Does p lie below s's carve point? A block past it was never handed out
+ * in the slab's present life, and its memory (zero after a decommit, or
+ * what an earlier class left there) carries no free mark: a double free of
+ * a block whose slab had been emptied, decommitted and taken again passed
+ * the checked builds' mark test, and the block went onto the list ahead of
+ * its carve, to be handed out twice (fuzz_ops_secure, one CI run). The
+ * owner writes carved; another thread reads it relaxed (the block it frees
+ * was handed out, so carved covered it by then). Checked builds only. */
+HAK_INLINE bool slab_carved_holds(const slab_t *s, const void *p) {
+  return (uintptr_t)p - (uintptr_t)s->area < (uintptr_t)__atomic_load_n(&s->carved, __ATOMIC_RELAXED) * s->bsize;
+}
 /* The block-start test of the free hit path: the checked builds' multiply.
  * The default build trusts a pointer into its own slab there (a pointer
  * inside a live block is not caught by free; the slow paths, realloc and
  * malloc_usable_size still test it). */
 HAK_INLINE bool slab_hit_is_block_start(const slab_t *s, const void *p) {
 #if HAK_CHECKED
-  return slab_is_block_start(s, p);
+  return slab_is_block_start(s, p) && slab_carved_holds(s, p);
 #else
   (void)s;
   (void)p;
