@@ -285,7 +285,7 @@ void free_other(void *p, slab_t *s, uintptr_t owner, void (*slow)(void *)) {
   if (HAK_UNLIKELY(h == NULL || owner == OWNER_UNUSED ||
                    (opt.prof && ((owner & (HAK_TID_PROF_BIT | HAK_TID_EXIT_BIT)) || owner == OWNER_ABANDONED)) ||
                    (owner & ~OWNER_FULL) == h->tid ||
-                   (HAK_CHECKED && (!slab_holds(s, p) || !slab_is_block_start(s, p) || !slab_carved_holds(s, p))) ||
+                   (HAK_CHECKED && (!slab_holds(s, p) || !slab_is_block_start(s, p))) ||
                    slab_block_is_free(s, p, false, true))) {
     slow(p);
     return;

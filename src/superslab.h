@@ -253,8 +253,12 @@ HAK_INLINE bool slab_is_block_start(const slab_t *s, const void *p) {
  * a block whose slab had been emptied, decommitted and taken again passed
  * the checked builds' mark test, and the block went onto the list ahead of
  * its carve, to be handed out twice (fuzz_ops_secure, one CI run). The
- * owner writes carved; another thread reads it relaxed (the block it frees
- * was handed out, so carved covered it by then). Checked builds only. */
+ * owner's free paths and the slow paths test it; a remote free does not:
+ * carved sits on the line every malloc and local free of the owner
+ * writes, and reading it from the freeing thread took the secure build's
+ * prodcons to 0.14 of the default's speed. Another thread reads it
+ * relaxed (the block it frees was handed out, so carved covered it by
+ * then). Checked builds only. */
 HAK_INLINE bool slab_carved_holds(const slab_t *s, const void *p) {
   return (uintptr_t)p - (uintptr_t)s->area < (uintptr_t)__atomic_load_n(&s->carved, __ATOMIC_RELAXED) * s->bsize;
 }
