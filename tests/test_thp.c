@@ -26,20 +26,19 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The VmFlags of the mapping holding p in /proc/self/smaps, as bits:
- * VMA_HG for "hg" (MADV_HUGEPAGE), VMA_NH for "nh" (MADV_NOHUGEPAGE).
- * Fails the test when no mapping holds p. */
+/* The VmFlags, as bits (VMA_HG for "hg", MADV_HUGEPAGE; VMA_NH for "nh",
+ * MADV_NOHUGEPAGE), of the first mapping in /proc/self/smaps that holds
+ * address a (a != 0) or is exactly size bytes long; -1 if none. */
 enum { VMA_HG = 1, VMA_NH = 2 };
-static int vma_thp_flags(const void *p) {
+static int smaps_thp_flags(uintptr_t a, unsigned long size) {
   FILE *f = fopen("/proc/self/smaps", "r");
   CHECK(f != NULL, "cannot open /proc/self/smaps");
   char line[512];
-  uintptr_t a = (uintptr_t)p;
   int in = 0, found = -1;
   while (found < 0 && fgets(line, sizeof line, f) != NULL) {
     unsigned long lo, hi;
     if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
-      in = a >= lo && a < hi;
+      in = a != 0 ? a >= lo && a < hi : hi - lo == size;
       continue;
     }
     if (in && strncmp(line, "VmFlags:", 8) == 0) {
@@ -49,33 +48,20 @@ static int vma_thp_flags(const void *p) {
     }
   }
   fclose(f);
+  return found;
+}
+
+/* The mapping holding p: fails the test when there is none. */
+static int vma_thp_flags(const void *p) {
+  int found = smaps_thp_flags((uintptr_t)p, 0);
   CHECK(found >= 0, "no mapping with VmFlags holds %p", p);
   return found;
 }
 
-/* The VmFlags of the ownership map's table: the one mapping of exactly
- * its 256 MiB (2^25 entries of 8 bytes; init.c advises that range alone,
- * which splits it from the rest of the library's BSS). -1 if none. */
-static int table_thp_flags(void) {
-  FILE *f = fopen("/proc/self/smaps", "r");
-  CHECK(f != NULL, "cannot open /proc/self/smaps");
-  char line[512];
-  int in = 0, found = -1;
-  while (found < 0 && fgets(line, sizeof line, f) != NULL) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-      in = hi - lo == (1ul << 28);
-      continue;
-    }
-    if (in && strncmp(line, "VmFlags:", 8) == 0) {
-      found = 0;
-      for (char *t = strtok(line + 8, " \n"); t != NULL; t = strtok(NULL, " \n"))
-        found |= !strcmp(t, "hg") ? VMA_HG : !strcmp(t, "nh") ? VMA_NH : 0;
-    }
-  }
-  fclose(f);
-  return found;
-}
+/* The ownership map's table: the one mapping of exactly its 256 MiB (2^25
+ * entries of 8 bytes; init.c advises that range alone, which splits it
+ * from the rest of the library's BSS). -1 if none. */
+static int table_thp_flags(void) { return smaps_thp_flags(0, 1ul << 28); }
 
 static long anon_huge_kib(void) {
   FILE *f = fopen("/proc/self/smaps_rollup", "r");
