@@ -113,7 +113,8 @@ enum { HAK_SIG_OFF = 0, HAK_SIG_USR1 = 1, HAK_SIG_HUP = 2, HAK_SIG_WINCH = 3 };
     "Transparent huge pages for superslabs, arenas and big blocks' mappings: no advice (the kernel's "     \
     "setting decides), madvise MADV_HUGEPAGE, or MADV_NOHUGEPAGE. `never` by default: where the "          \
     "kernel's setting is `always`, a huge page is faulted in whole under a slab that needs a few of its " \
-    "pages, and a program of 2 threads with 7 MiB resident held 45 MiB (docs/performance.md).")            \
+    "pages: a program of 2 threads that peaks at 6.7 MiB without them peaked at 43.6 MiB "                \
+    "(docs/performance.md).")                                                                              \
   X(STATS, stats, BOOL, bool, false, "", 0, 0, "",                                                          \
     "Print the statistics report (docs/stats.md) on stderr at exit.")                                       \
   X(STATS_FILE, stats_file, STR, const char *, NULL, "", 0, 0, "stderr",                                    \

@@ -211,11 +211,12 @@ void *os_map(size_t size) {
  * decommit inside one splits it; under the `madvise` setting the advice
  * changes nothing. One call per region mapped. */
 static void os_advise_thp(void *p, size_t size) {
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-  if (os_thp == OS_THP_ALWAYS)
-    madvise(p, size, MADV_HUGEPAGE);
-  else if (os_thp == OS_THP_NEVER)
-    madvise(p, size, MADV_NOHUGEPAGE);
+  if (os_thp == OS_THP_NEVER) {
+    os_no_huge(p, size);
+    return;
+  }
+#ifdef MADV_HUGEPAGE
+  if (os_thp == OS_THP_ALWAYS) madvise(p, size, MADV_HUGEPAGE);
 #else
   (void)p, (void)size;
 #endif
@@ -506,7 +507,7 @@ unsigned os_thread_count(void) {
 
 void os_write_err(const char *s) { os_write_fd(2, s); }
 
-void os_warn_open_once(_Atomic bool *said, const char *what, const char *path) {
+HAK_TEXT_COLD void os_warn_open_once(_Atomic bool *said, const char *what, const char *path) {
   int err = errno;
   if (atomic_exchange_explicit(said, true, memory_order_relaxed)) return;
   char num[24];
