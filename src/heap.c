@@ -608,7 +608,8 @@ static HAK_TEXT_COLD size_t heap_answer_grow(uint64_t now) {
   if (now < due || !atomic_compare_exchange_strong_explicit(&heap_answer_due_ms, &due, UINT64_MAX,
                                                             memory_order_relaxed, memory_order_relaxed))
     return 0;
-  size_t purged = heap_purge_grow(NULL, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now, opt.purge_delay_ms);
+  size_t purged =
+      heap_purge_grow(NULL, heap_front.self, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now, opt.purge_delay_ms);
   /* Only a pass that gave something back waits: one that found nothing
    * (the program's first big block, before its small ones were freed)
    * must not hold off the phase change that follows it. */
@@ -648,7 +649,7 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
         if (h->cool_ms != UINT64_MAX) decay_count_grow(heap_cool_grow(h));
       }
       if (due) {
-        decay_count_grow(heap_purge_grow(h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now,
+        decay_count_grow(heap_purge_grow(h, h, __atomic_load_n(&heap_exit_heap, __ATOMIC_ACQUIRE), now,
                                          opt.purge_delay_ms / HEAP_GROW_SPARE_STEPS));
         h->cool_grow_ms = now + opt.purge_delay_ms / HEAP_COOL_STEPS;
       }

@@ -75,8 +75,9 @@ void heap_release_slab_locked(heap_t *h, slab_t *s) {
 /* Decommit h's free slabs idle for the purge delay and release its wholly
  * free superslabs idle that long (everything idle if force). Under h->lock.
  * other: another heap's growth runs it; the slabs it decommits are marked
- * (grow_mask) and counted (grow_lost). Returns the bytes decommitted. */
-static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force, bool grow, bool other) {
+ * (grow_mask) and counted (grow_lost). spare: that growth is not h's own
+ * thread's (heap_purge_grow's own). Returns the bytes decommitted. */
+static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force, bool grow, bool other, bool spare) {
   uint64_t next = UINT64_MAX;
   size_t purged = 0;
   /* Another heap's growth takes what h's own frees emptied (its parked
@@ -91,7 +92,6 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
    * So does all of it when the growing thread is h's own (the arenas'
    * growth, heap_answer_grow): that thread has left its small blocks for
    * big ones (phases_to_big: 146 -> 151 MiB peak when spared too). */
-  bool spare = other && h != heap_front.self;
   uint32_t spare_kid = spare ? __atomic_load_n(&h->kid, __ATOMIC_RELAXED) : 0;
   uint64_t pdelay = spare && delay < opt.purge_delay_ms ? opt.purge_delay_ms : delay;
   /* Parked slabs idle that long become free slabs, due from when they
@@ -141,7 +141,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
    * no allocator call gets its memory back within the plain delays. */
   if (h->decay_shift != 0 && tick != h->decay_tick) delay <<= h->decay_shift;
   h->decay_tick = tick;
-  size_t purged = heap_purge_as(h, now, delay, force, false, false);
+  size_t purged = heap_purge_as(h, now, delay, force, false, false, false);
   if (purged != 0 || h->decay_shift != 0) heap_decay_adapt(h, purged, now, force);
   return purged;
 }
@@ -182,13 +182,13 @@ HAK_TEXT_COLD void heap_decay_back(heap_t *h, size_t bytes) {
   h->decay_lost = h->decay_back = 0;
 }
 
-size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now, uint64_t spare_ms) {
+size_t heap_purge_grow(heap_t *self, const heap_t *own, const heap_t *skip, uint64_t now, uint64_t spare_ms) {
   uint64_t delay = opt.purge_delay_ms / HEAP_COOL_STEPS;
   size_t purged = 0;
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     if (h == skip || h->dead || atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) == 0) continue;
     if (h == self) {
-      purged += heap_purge_as(h, now, delay, false, true, false);
+      purged += heap_purge_as(h, now, delay, false, true, false, false);
     } else if (lock_try(&h->lock)) {
       /* Another heap's free slabs go whatever their age (but those its own
        * frees emptied: heap_purge_as): self is about to
@@ -205,7 +205,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *skip, uint64_t now, uint64_t 
        * last 1/HEAP_GROW_SPARE_STEPS of the delay. */
       if (!h->dead) {
         h->grow_spare = decay_regret_spare(h->grow_lost, h->grow_back, HEAP_GROW_REGRET_MIN, h->grow_spare);
-        purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, false, true, true);
+        purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, false, true, true, h != own);
       }
       lock_release(&h->lock);
     }
