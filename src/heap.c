@@ -1449,12 +1449,25 @@ void *heap_exit_alloc(unsigned cls) {
   return p;
 }
 
+/* The forking thread's own heap lock too: another thread's growth
+ * (heap_purge_grow) try-locks every heap and purges under the lock, and
+ * the child re-initialises only the other heaps' locks. Left out, the
+ * child could inherit its own heap's lock held by a thread that does not
+ * exist there (test_mt_hak_tsan_fork hung about once in 40 runs with a
+ * change that made such purges frequent). Taken last: whoever holds a
+ * heap's lock takes superslab and arena locks under it, never these
+ * three. The forking thread holds nothing of the allocator at fork. */
+static heap_t *heap_fork_self;
+
 void heap_lock_all(void) {
   lock_acquire(&heap_exit_lock);
   lock_acquire(&heap_prof_lock);
   lock_acquire(&heap_pool_lock);
+  heap_fork_self = heap_front.self;
+  if (heap_fork_self != NULL) lock_acquire(&heap_fork_self->lock);
 }
 void heap_unlock_all(void) {
+  if (heap_fork_self != NULL) lock_release(&heap_fork_self->lock);
   lock_release(&heap_pool_lock);
   lock_release(&heap_prof_lock);
   lock_release(&heap_exit_lock);

@@ -441,6 +441,9 @@ void heap_fork_child(heap_t *keep, const heap_t *keep2);
 void heap_check(heap_t *h);
 void slab_check(const heap_t *h, const slab_t *s);
 
+/* fork: the heaps' global locks and the calling thread's own heap lock,
+ * held across the fork (init.c); released by heap_unlock_all on both
+ * sides. */
 void heap_lock_all(void);
 void heap_unlock_all(void);
 
