@@ -517,8 +517,10 @@ void *alloc_aligned_alloc(size_t align, size_t size) {
 /* memalign predates the power-of-two rule, and glibc serves any alignment
  * by rounding it up to the next power of two (0 and 1 as malloc does); old
  * programs rely on that, so a drop-in replacement must too. aligned_alloc
- * and posix_memalign keep their standards' refusal. */
-void *alloc_memalign(size_t align, size_t size) {
+ * and posix_memalign keep their standards' refusal. Cold: the legacy
+ * interface (it made room in the hot code for the fork handlers' own-heap
+ * lock); a program that calls it pays one fault-around window, once. */
+HAK_TEXT_COLD void *alloc_memalign(size_t align, size_t size) {
   if (HAK_UNLIKELY((align & (align - 1)) != 0)) {
     if (align > (SIZE_MAX >> 1) + 1) {
       errno = EINVAL;

@@ -618,6 +618,27 @@ static HAK_TEXT_COLD size_t heap_answer_grow(uint64_t now) {
   return purged;
 }
 
+/* A slab of a superslab the arenas lend (ss_borrow), NULL if they have
+ * none: a heap about to fault in a slab of its own superslab takes
+ * resident pages the arenas hold free instead, which its growth would
+ * otherwise have had decommitted (decay_note_grow), faulting twice. Not
+ * before it maps a new superslab: a heap whose superslab went back when
+ * it emptied is not growing, and bench_large_churn (blocks of 64 KiB..8
+ * MiB) then held regions the arenas faulted fresh granules beside (36.3
+ * -> 42.4 MiB; giving back at the heap's next purge pass what it had not
+ * taken, 39.1 MiB, and the heap that did grow lost the benefit). Under
+ * h->lock. */
+static HAK_TEXT_COLD HAK_NOINLINE slab_t *heap_take_borrowed(heap_t *h, unsigned kind, unsigned cls) {
+  superslab_t *ss = ss_borrow(kind);
+  if (ss == NULL) return NULL;
+  /* Its free slabs are resident, as an adopted superslab's are. */
+  heap_dirty_add(h, ss_dirty_bytes(ss), 1);
+  heap_due(h, ss->last_free_ms + opt.purge_delay_ms);
+  ss_set_heap(ss, h);
+  heap_owned_push_front(h, ss);
+  return heap_take_slab(h, ss, cls);
+}
+
 /* Under h->lock. */
 static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
   unsigned kind = sc_kind(cls);
@@ -634,7 +655,15 @@ static slab_t *heap_new_slab_locked(heap_t *h, unsigned cls) {
                               : NULL;
       if (warm != NULL) ss = warm;
     }
-    if (ss != NULL && ss->free_mask != 0) return heap_take_slab(h, ss, cls);
+    if (ss != NULL && ss->free_mask != 0) {
+      /* A slab whose pages are not resident: the arenas' free resident
+       * pages first, where they hold some (heap_take_borrowed). */
+      slab_t *b = (ss->free_mask & ss->dirty_mask) == 0 &&
+                          HAK_UNLIKELY(atomic_load_explicit(&decay_grow_armed, memory_order_relaxed))
+                      ? heap_take_borrowed(h, kind, cls)
+                      : NULL;
+      return b != NULL ? b : heap_take_slab(h, ss, cls);
+    }
     if (adopted < 4 && (ss = ss_abandon_pop(kind)) != NULL) {
       heap_adopt(h, ss);
       slab_t *p = heap_list_pop(h, HEAP_PARTIAL, cls);

@@ -52,6 +52,9 @@ typedef struct large_hdr {
 #define ARENA_GRAN ((size_t)1 << ARENA_GRAN_SHIFT)
 #define ARENA_GRANS ((uint32_t)(ARENA_SIZE >> ARENA_GRAN_SHIFT))
 #define ARENA_BLOCK_MAX ((size_t)32 << 20)
+/* Granules of one 4 MiB region (a superslab's size: large_lend_region). */
+#define ARENA_REGION_GRANS ((uint32_t)(HAK_SS_SIZE >> ARENA_GRAN_SHIFT))
+_Static_assert(ARENA_SIZE / HAK_SS_SIZE <= 32, "an arena's regions fit its lent mask");
 /* The heaps' growth decommits every free span (large_answer_grow), or
  * only those idle for the whole purge delay once the arenas took back half
  * of what that cost them (LARGE_GROW_REGRET_MIN_KIB or more; the counts
@@ -133,6 +136,10 @@ typedef struct large_arena {
    * it, stores only to a start that stays nonzero. Relaxed atomics: the
    * walk reads while a block's holder resizes it. */
   uint32_t req_end[ARENA_GRANS];
+  /* Bit r: the arena's 4 MiB region r is lent to the heaps as a superslab
+   * (large_lend_region): its granules count as used, and the walks skip it
+   * (the superslab registry tells it). */
+  uint32_t lent;
 } large_arena_t; /* lives in the arena's first granule */
 _Static_assert(sizeof(large_hdr_t) == LARGE_HDR, "large header size");
 _Static_assert(sizeof(large_arena_t) <= ((size_t)1 << 16), "arena descriptor fits its granule");
@@ -989,6 +996,106 @@ static HAK_TEXT_COLD size_t large_answer_grow(uint64_t now) {
   return 0; /* arena_decommit counted them */
 }
 
+/* ---- regions lent to the heaps as superslabs ----------------------------
+ * A program that frees its big buffers and goes on with small blocks (a
+ * phase change) had the heaps map fresh superslabs and fault every page
+ * in, while the arenas' freed spans, resident, waited for the heaps'
+ * growth to decommit them (large_answer_grow): twice the faults of
+ * mimalloc and tcmalloc, whose small and big blocks share one page pool
+ * (bench_phases 1 96 300000 1024: 49.9 k faults against 27.1 k). So a
+ * heap about to fault in a slab of its own superslab first asks for a
+ * 4 MiB region of the arenas' free spans that is at least half warm
+ * (heap.c's heap_take_borrowed, which says why not before it maps a new
+ * superslab): its granules leave the spans as a block
+ * would, and come back, decommitted, when the superslab goes. Cold, and
+ * it never waits: a busy group is passed over. */
+_Static_assert(ARENA_REGION_GRANS == 64, "a region's warm bits are one word");
+
+#if !HAK_SECURE
+/* Decommit the warm granules of free span [st, st+count) but for the
+ * regions large_lend_region may lend (wholly free, at least half warm).
+ * Under its group's lock. */
+static void arena_decommit_unlendable(large_arena_t *a, uint32_t st, uint32_t count) {
+  uint32_t end = st + count, at = st;
+  for (uint32_t r = (uint32_t)align_up(st, ARENA_REGION_GRANS); r + ARENA_REGION_GRANS <= end;
+       r += ARENA_REGION_GRANS)
+    if (hak_popcount64(a->warm[r / 64]) >= ARENA_REGION_GRANS / 2) {
+      if (r > at) arena_decommit(a, at, r - at);
+      at = r + ARENA_REGION_GRANS;
+    }
+  if (end > at) arena_decommit(a, at, end - at);
+}
+#endif
+HAK_TEXT_COLD void *large_lend_region(void) {
+#if HAK_SECURE
+  return NULL; /* a superslab's mapping has a guard page past its 4 MiB */
+#else
+  unsigned n = os_cpu_count();
+  if (n > LARGE_GROUPS) n = LARGE_GROUPS;
+  for (unsigned k = 0; k < n; k++) {
+    large_group_t *g = &large_groups[k];
+    if (!lock_try(&g->lock)) continue;
+    if (g->dirty_bytes < HAK_SS_SIZE / 2) {
+      lock_release(&g->lock);
+      continue;
+    }
+    large_arena_t *ba = NULL;
+    uint32_t bst = 0, br = 0, bw = ARENA_REGION_GRANS / 2 - 1;
+    for (large_arena_t *a = g->arenas; a != NULL; a = a->next)
+      for (uint32_t st = arena_next_span(a, 1); st < ARENA_GRANS; st = arena_next_span(a, st + 1)) {
+        uint32_t end = st + a->span_len[st];
+        for (uint32_t r = (uint32_t)align_up(st, ARENA_REGION_GRANS); r + ARENA_REGION_GRANS <= end; r += ARENA_REGION_GRANS) {
+          uint32_t w = hak_popcount64(a->warm[r / 64]);
+          if (w > bw) ba = a, bst = st, br = r, bw = w;
+        }
+      }
+    uint8_t *p = NULL;
+    if (ba != NULL) {
+      arena_claim(ba, bst, br, ARENA_REGION_GRANS, bw);
+      ba->lent |= (uint32_t)1 << (br / ARENA_REGION_GRANS);
+      p = ba->base + ((size_t)br << ARENA_GRAN_SHIFT);
+      /* The heaps grow here, so what the group holds free and cannot lend
+       * goes now, as the heaps' growth had it go (large_answer_grow);
+       * what it can lend stays for the next borrow. Only after a lend: a
+       * span left partly warm makes every cold fit slide a window over
+       * it (arena_find), and a growth pass that spared regions so put
+       * bench_mid_large_mt (64 KiB..1 MiB) at 35-41 M operations a
+       * second against 55 M. */
+      for (large_arena_t *a = g->arenas; a != NULL; a = a->next)
+        for (uint32_t st = arena_next_span(a, 1); st < ARENA_GRANS; st = arena_next_span(a, st + 1))
+          if (arena_warm(a, st, a->span_len[st], WARM_ANY)) arena_decommit_unlendable(a, st, a->span_len[st]);
+    }
+    lock_release(&g->lock);
+    if (p != NULL) return p;
+  }
+  return NULL;
+#endif
+}
+
+/* p, a region large_lend_region lent, decommitted whole by the caller,
+ * goes back into its arena's free spans, cold. */
+HAK_TEXT_COLD void large_unlend_region(void *p) {
+  uint64_t now = os_now_ms();
+  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
+    large_group_t *g = &large_groups[k];
+    lock_acquire(&g->lock);
+    for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
+      if ((uint8_t *)p < a->base || (uint8_t *)p >= a->base + ARENA_SIZE) continue;
+      uint32_t g0 = (uint32_t)((size_t)((uint8_t *)p - a->base) >> ARENA_GRAN_SHIFT);
+      HAK_ASSERT(g0 % ARENA_REGION_GRANS == 0 && (a->lent >> (g0 / ARENA_REGION_GRANS) & 1));
+      ownmap_set(p, OWN_LARGE);
+      a->lent &= ~((uint32_t)1 << (g0 / ARENA_REGION_GRANS));
+      arena_put(a, g0, ARENA_REGION_GRANS, now);
+      arena_warm(a, g0, ARENA_REGION_GRANS, WARM_CLEAR);
+      group_dirty_sub(g, ARENA_REGION_GRANS);
+      lock_release(&g->lock);
+      return;
+    }
+    lock_release(&g->lock);
+  }
+  HAK_ASSERT(!"a lent region belongs to an arena");
+}
+
 void large_free(void *p, unsigned v, const char *call) {
   if (!large_valid(p, v)) {
     report_invalid(call, p);
@@ -1157,7 +1264,8 @@ void large_stats(large_stats_t *out) {
     lock_acquire(&g->lock);
     for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
       out->arenas++;
-      out->arena_bytes_used += (size_t)(a->used - 1) << ARENA_GRAN_SHIFT;
+      out->arena_bytes_used +=
+          (size_t)(a->used - 1 - (uint32_t)hak_popcount64(a->lent) * ARENA_REGION_GRANS) << ARENA_GRAN_SHIFT;
     }
     lock_release(&g->lock);
   }
@@ -1208,6 +1316,24 @@ static void arena_live_regions(large_arena_t *a, uint32_t lo, uint32_t hi,
   }
 }
 
+/* Granules [lo, hi), all used: the blocks, less the regions lent as
+ * superslabs (whole regions: a block never shares one with them). */
+static void arena_used_regions(large_arena_t *a, uint32_t lo, uint32_t hi,
+                               void (*fn)(const void *p, size_t len, int kind, void *arg), void *arg) {
+  while (lo < hi) {
+    uint32_t r = lo / ARENA_REGION_GRANS;
+    if (a->lent >> r & 1) {
+      lo = (r + 1) * ARENA_REGION_GRANS;
+      continue;
+    }
+    uint32_t e = lo;
+    while (e < hi && !(a->lent >> (e / ARENA_REGION_GRANS) & 1)) e = (e / ARENA_REGION_GRANS + 1) * ARENA_REGION_GRANS;
+    if (e > hi) e = hi;
+    arena_live_regions(a, lo, e, fn, arg);
+    lo = e;
+  }
+}
+
 static void large_group_regions(const large_group_t *g, void (*fn)(const void *p, size_t len, int kind, void *arg),
                                 void *arg) {
   for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
@@ -1215,11 +1341,11 @@ static void large_group_regions(const large_group_t *g, void (*fn)(const void *p
     uint32_t at = 1;
     for (uint32_t st = arena_next_span(a, 1); st < ARENA_GRANS; st = arena_next_span(a, st + 1)) {
       uint32_t count = a->span_len[st];
-      if (st > at) arena_live_regions(a, at, st, fn, arg);
+      if (st > at) arena_used_regions(a, at, st, fn, arg);
       fn(a->base + ((size_t)st << ARENA_GRAN_SHIFT), (size_t)count << ARENA_GRAN_SHIFT, LARGE_REGION_FREE, arg);
       at = st + count;
     }
-    if (at < ARENA_GRANS) arena_live_regions(a, at, ARENA_GRANS, fn, arg);
+    if (at < ARENA_GRANS) arena_used_regions(a, at, ARENA_GRANS, fn, arg);
   }
 }
 

@@ -12,6 +12,8 @@
  * block's is told apart without reading outside mapped memory; dedicated
  * mappings go back with munmap and are resized with mremap (pages move, no
  * copy); arena blocks resize in place when their neighbour span is free.
+ * Lends wholly free, mostly resident 4 MiB regions of the arenas to the
+ * superslabs (large_lend_region), which give them back decommitted.
  * May call: lock, os, ownmap, options, decay, report (error reports); registers its purge with decay.
  */
 #ifndef HAK_LARGE_H
@@ -38,6 +40,15 @@ void large_note_asked(void *p, size_t size);
  * (all if force). Returns when the next idle memory becomes due
  * (UINT64_MAX: none). */
 uint64_t large_purge(uint64_t now_ms, bool force);
+
+/* A 4 MiB-aligned region of the arenas' free spans, at least half of it
+ * possibly resident, for a superslab (ss_borrow); NULL if none (or a
+ * group was busy; never in the secure build). Its ownership-map entry is
+ * still OWN_LARGE: the caller sets its own. */
+void *large_lend_region(void);
+/* Region p, which large_lend_region lent, decommitted whole by the caller,
+ * back to its arena (its ownership-map entry OWN_LARGE again). */
+void large_unlend_region(void *p);
 
 typedef struct large_stats {
   size_t arenas, arena_bytes_used;     /* 128 MiB arenas, bytes in live blocks */

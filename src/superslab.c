@@ -3,10 +3,12 @@
  *
  * Owns: the empty-superslab cache and the abandoned lists (each behind its
  * own mutex: these are cold paths, taken once per 4 MiB). Promises: see
- * superslab.h. May call: lock, os, ownmap, sizeclass, options, decay, report.
+ * superslab.h. May call: lock, os, ownmap, sizeclass, options, decay, report,
+ * large (a region of the arenas' free spans to borrow, and to give back).
  */
 #include "superslab.h"
 #include "decay.h"
+#include "large.h"
 #include "lock.h"
 #include "options.h"
 #include "remote.h"
@@ -102,6 +104,47 @@ static void ss_header_init(superslab_t *ss, unsigned kind, bool fresh) {
 
 static void ss_decay_register(void);
 
+static void ss_register(superslab_t *ss) {
+  lock_acquire(&ss_registry_lock);
+  ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
+  ss_live++;
+  lock_release(&ss_registry_lock);
+  ownmap_set(ss, ss->slab_shift);
+}
+
+/* A region the arenas lent: it holds what their blocks left, so its header
+ * is cleared to read as a fresh one's, and every slab is dirty (resident,
+ * not zero: calloc clears what it hands out) and free since now, so that
+ * the purge gives back what the heaps do not take a delay from here. */
+static HAK_TEXT_COLD superslab_t *ss_acquire_lent(superslab_t *ss, unsigned kind) {
+  ss_decay_register();
+  ann_meta(ss, HAK_SS_SIZE); /* memcheck, ASan: the arenas' freed blocks lay here */
+  memset(ss, 0, sizeof *ss);
+  ann_no_roots(ss, sizeof *ss);
+  ss_header_init(ss, kind, true);
+  uint64_t now = os_now_ms();
+  ss->lent = 1;
+  ss->dirty_mask = ss->free_mask;
+  ss->last_free_ms = now;
+  for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
+    ss->slabs[i].index = i;
+    ss->slabs[i].freed_ms = now;
+  }
+  /* Between the header and the first block area no block lies (the rest
+   * of slab 0, 512 KiB of a medium superslab; a big one's first MiB): its
+   * pages go, as a fresh superslab never touches them. */
+  size_t hdr = align_up(sizeof *ss, os_page_size),
+         area = ((size_t)ss->first_slab << ss->slab_shift) + ss_area_offset(ss->first_slab);
+  if (area > hdr) os_decommit((uint8_t *)ss + hdr, area - hdr);
+  ss_register(ss);
+  return ss;
+}
+
+HAK_TEXT_COLD superslab_t *ss_borrow(unsigned kind) {
+  superslab_t *ss = large_lend_region();
+  return ss != NULL ? ss_acquire_lent(ss, kind) : NULL;
+}
+
 superslab_t *ss_acquire(unsigned kind) {
   superslab_t *ss = NULL;
   lock_acquire(&ss_cache_lock);
@@ -122,11 +165,8 @@ superslab_t *ss_acquire(unsigned kind) {
     ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
   ss_header_init(ss, kind, fresh);
-  lock_acquire(&ss_registry_lock);
-  ss_registry_dlist_push_front(&ss_registry, &ss_registry_tail, ss);
-  ss_live++;
-  lock_release(&ss_registry_lock);
-  ownmap_set(ss, ss->slab_shift);
+  ss->lent = 0;
+  ss_register(ss);
   return ss;
 }
 
@@ -205,6 +245,12 @@ void ss_release(superslab_t *ss) {
   ss_registry_dlist_remove(&ss_registry, &ss_registry_tail, ss);
   ss_live--;
   lock_release(&ss_registry_lock);
+  if (ss->lent) {
+    /* Back to the arena, cold: a cached superslab is decommitted whole too. */
+    os_decommit(ss, HAK_SS_SIZE);
+    large_unlend_region(ss);
+    return;
+  }
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;
   if (keep) {
     /* Decommit before publishing: once in the cache another thread may take

@@ -17,7 +17,8 @@
  * slab's remote frees (ss_slab_collect) and dropping its full mark
  * (ss_slab_clear_mark); remote.c publishes, the owner collects.
  * May call: lock, os, ownmap, sizeclass, options, decay, report (a corrupted
- * thread_free list); annotate.h's macros and remote.h's inline
+ * thread_free list), large (a superslab may lie on a wholly free, mostly
+ * resident region of the arenas, which it gives back decommitted); annotate.h's macros and remote.h's inline
  * remote_has_frees.
  *
  * Slab ownership protocol (the owner field):
@@ -317,7 +318,8 @@ typedef struct superslab {
   uint64_t last_free_ms;      /* when the newest free slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
   uint8_t abandoned;          /* on the abandoned list */
-  uint16_t pad1;
+  uint8_t lent;               /* a region the arenas lent (large_lend_region) */
+  uint8_t pad1;
   uint32_t abandon_seq;       /* its kind's adoptions when it was abandoned */
   struct superslab *all_next; /* registry of live superslabs (statistics) */
   struct superslab *all_prev;
@@ -428,7 +430,12 @@ HAK_INLINE block_t *slab_pop(slab_t *s, block_t *b) {
 /* A fresh or cached superslab of the kind, header initialised, all slabs
  * free, registered in the ownership map. NULL when the OS refuses. */
 superslab_t *ss_acquire(unsigned kind);
-/* Give an empty superslab back: decommit and cache it, or unmap it. */
+/* A superslab of the kind on a wholly free region of the arenas' spans, at
+ * least half of it resident (large_lend_region), or NULL: every free slab
+ * dirty (not zero) and free since now. */
+superslab_t *ss_borrow(unsigned kind);
+/* Give an empty superslab back: decommit and cache it, unmap it, or (a
+ * borrowed one) give it back to its arena. */
 void ss_release(superslab_t *ss);
 /* A wholly free superslab whose pages are partly resident, given the
  * geometry of another kind, so that a class of that kind takes its
