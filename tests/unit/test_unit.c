@@ -5,7 +5,7 @@
  * include path, beside the black-box tests that only see the public API.
  *
  *   test_unit [PART]   parts: sizeclass blockstart remote rflush rshrink decay
- *                      clock adopt batch populate popcount arena
+ *                      clock adopt batch populate popcount arena forklock
  *                      (default: all)
  *
  * sizeclass   every request size 1 B..1 MiB maps to the smallest class that
@@ -76,6 +76,13 @@
  *             and each block keeps its pattern (calloc's reads zero). With
  *             every block freed each arena is its descriptor and one free
  *             span.
+ * forklock    fork while another thread holds the forking thread's own
+ *             heap lock (as another heap's growth purge does,
+ *             heap_purge_grow's lock_try): the fork handlers wait for it,
+ *             so the child finds its heap's lock free and allocates. A
+ *             library whose handlers leave that lock alone (before 9b0dd43)
+ *             hands the child a lock no thread there will release; the
+ *             child gives up after 3 s and the part fails.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -84,6 +91,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "decay.h"
@@ -800,6 +808,62 @@ static void part_arena(void)
          grows_in_place);
 }
 
+typedef struct {
+  heap_t *h;
+  sem_t held;
+} forklock_arg_t;
+
+static void *forklock_holder(void *arg) {
+  forklock_arg_t *a = arg;
+  lock_acquire(&a->h->lock);
+  sem_post(&a->held);
+  struct timespec hold = {0, 300 * 1000000L};
+  nanosleep(&hold, NULL);
+  lock_release(&a->h->lock);
+  return NULL;
+}
+
+static void part_forklock(void) {
+  void *p = hak_malloc(64);
+  CHECK(p != NULL && heap_front.self != NULL, "no heap for the main thread");
+  forklock_arg_t a = {.h = heap_front.self};
+  CHECK(sem_init(&a.held, 0, 0) == 0, "sem_init");
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, forklock_holder, &a) == 0, "pthread_create");
+  while (sem_wait(&a.held) != 0) {
+  }
+  uint64_t t0 = os_now_ms();
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    /* Only this thread exists here: nobody else can release the lock. */
+    for (int i = 0; i < 3000; i++) {
+      if (lock_try(&heap_front.self->lock)) {
+        lock_release(&heap_front.self->lock);
+        /* A slow path that takes the lock: a block of another kind. */
+        void *q = hak_malloc(100000);
+        if (q == NULL) _exit(2);
+        hak_free(q);
+        _exit(0);
+      }
+      struct timespec ms = {0, 1000000L};
+      nanosleep(&ms, NULL);
+    }
+    _exit(1);
+  }
+  uint64_t forked_ms = os_now_ms() - t0;
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 1,
+        "the fork child found its own heap's lock held for 3 s (held by a thread the child does not have)");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork child failed (status %d)", st);
+  CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+  sem_destroy(&a.held);
+  hak_free(p);
+  printf("forklock: fork returned after %llu ms (the other thread held the heap's lock 300 ms); the child allocated\n",
+         (unsigned long long)forked_ms);
+}
+
 int main(int argc, char **argv)
 {
   const char *part = argc > 1 ? argv[1] : "all";
@@ -817,6 +881,7 @@ int main(int argc, char **argv)
   if (all || !strcmp(part, "populate")) part_populate(), ran++;
   if (all || !strcmp(part, "popcount")) part_popcount(), ran++;
   if (all || !strcmp(part, "arena")) part_arena(), ran++;
+  if (all || !strcmp(part, "forklock")) part_forklock(), ran++;
   CHECK(ran > 0, "unknown part %s", part);
   printf("test_unit %s: passed\n", part);
   return 0;
