@@ -1485,18 +1485,18 @@ void *heap_exit_alloc(unsigned cls) {
  * exist there (test_mt_hak_tsan_fork hung about once in 40 runs with a
  * change that made such purges frequent). Taken last: whoever holds a
  * heap's lock takes superslab and arena locks under it, never these
- * three. The forking thread holds nothing of the allocator at fork. */
-static heap_t *heap_fork_self;
-
+ * three. The forking thread holds nothing of the allocator at fork, and
+ * makes no allocator call between the prepare handler and the parent's or
+ * the child's (the child is that thread): heap_front.self names the same
+ * heap in all three. */
 void heap_lock_all(void) {
   lock_acquire(&heap_exit_lock);
   lock_acquire(&heap_prof_lock);
   lock_acquire(&heap_pool_lock);
-  heap_fork_self = heap_front.self;
-  if (heap_fork_self != NULL) lock_acquire(&heap_fork_self->lock);
+  if (heap_front.self != NULL) lock_acquire(&heap_front.self->lock);
 }
 void heap_unlock_all(void) {
-  if (heap_fork_self != NULL) lock_release(&heap_fork_self->lock);
+  if (heap_front.self != NULL) lock_release(&heap_front.self->lock);
   lock_release(&heap_pool_lock);
   lock_release(&heap_prof_lock);
   lock_release(&heap_exit_lock);

@@ -1026,8 +1026,9 @@ static void arena_decommit_unlendable(large_arena_t *a, uint32_t st, uint32_t co
   if (end > at) arena_decommit(a, at, end - at);
 }
 #endif
-HAK_TEXT_COLD void *large_lend_region(void) {
+HAK_TEXT_COLD void *large_lend_region(large_arena_t **from) {
 #if HAK_SECURE
+  (void)from;
   return NULL; /* a superslab's mapping has a guard page past its 4 MiB */
 #else
   unsigned n = os_cpu_count();
@@ -1054,6 +1055,7 @@ HAK_TEXT_COLD void *large_lend_region(void) {
       arena_claim(ba, bst, br, ARENA_REGION_GRANS, bw);
       ba->lent |= (uint32_t)1 << (br / ARENA_REGION_GRANS);
       p = ba->base + ((size_t)br << ARENA_GRAN_SHIFT);
+      *from = ba;
       /* The heaps grow here, so what the group holds free and cannot lend
        * goes now, as the heaps' growth had it go (large_answer_grow);
        * what it can lend stays for the next borrow. Only after a lend: a
@@ -1072,28 +1074,22 @@ HAK_TEXT_COLD void *large_lend_region(void) {
 #endif
 }
 
-/* p, a region large_lend_region lent, decommitted whole by the caller,
- * goes back into its arena's free spans, cold. */
-HAK_TEXT_COLD void large_unlend_region(void *p) {
+/* p, a region large_lend_region lent from a, decommitted whole by the
+ * caller, goes back into a's free spans, cold. An arena with a region out
+ * on loan has granules in use, so it is still mapped and in its group. */
+HAK_TEXT_COLD void large_unlend_region(void *p, large_arena_t *a) {
+  large_group_t *g = a->group;
+  HAK_ASSERT((uint8_t *)p >= a->base && (uint8_t *)p < a->base + ARENA_SIZE);
+  uint32_t g0 = (uint32_t)((size_t)((uint8_t *)p - a->base) >> ARENA_GRAN_SHIFT);
   uint64_t now = os_now_ms();
-  for (unsigned k = 0; k < LARGE_GROUPS; k++) {
-    large_group_t *g = &large_groups[k];
-    lock_acquire(&g->lock);
-    for (large_arena_t *a = g->arenas; a != NULL; a = a->next) {
-      if ((uint8_t *)p < a->base || (uint8_t *)p >= a->base + ARENA_SIZE) continue;
-      uint32_t g0 = (uint32_t)((size_t)((uint8_t *)p - a->base) >> ARENA_GRAN_SHIFT);
-      HAK_ASSERT(g0 % ARENA_REGION_GRANS == 0 && (a->lent >> (g0 / ARENA_REGION_GRANS) & 1));
-      ownmap_set(p, OWN_LARGE);
-      a->lent &= ~((uint32_t)1 << (g0 / ARENA_REGION_GRANS));
-      arena_put(a, g0, ARENA_REGION_GRANS, now);
-      arena_warm(a, g0, ARENA_REGION_GRANS, WARM_CLEAR);
-      group_dirty_sub(g, ARENA_REGION_GRANS);
-      lock_release(&g->lock);
-      return;
-    }
-    lock_release(&g->lock);
-  }
-  HAK_ASSERT(!"a lent region belongs to an arena");
+  lock_acquire(&g->lock);
+  HAK_ASSERT(g0 % ARENA_REGION_GRANS == 0 && (a->lent >> (g0 / ARENA_REGION_GRANS) & 1));
+  ownmap_set(p, OWN_LARGE);
+  a->lent &= ~((uint32_t)1 << (g0 / ARENA_REGION_GRANS));
+  arena_put(a, g0, ARENA_REGION_GRANS, now);
+  arena_warm(a, g0, ARENA_REGION_GRANS, WARM_CLEAR);
+  group_dirty_sub(g, ARENA_REGION_GRANS);
+  lock_release(&g->lock);
 }
 
 void large_free(void *p, unsigned v, const char *call) {

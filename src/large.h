@@ -41,14 +41,17 @@ void large_note_asked(void *p, size_t size);
  * (UINT64_MAX: none). */
 uint64_t large_purge(uint64_t now_ms, bool force);
 
+struct large_arena; /* large.c's; the superslab a region became keeps it */
+
 /* A 4 MiB-aligned region of the arenas' free spans, at least half of it
  * possibly resident, for a superslab (ss_borrow); NULL if none (or a
  * group was busy; never in the secure build). Its ownership-map entry is
- * still OWN_LARGE: the caller sets its own. */
-void *large_lend_region(void);
-/* Region p, which large_lend_region lent, decommitted whole by the caller,
- * back to its arena (its ownership-map entry OWN_LARGE again). */
-void large_unlend_region(void *p);
+ * still OWN_LARGE: the caller sets its own. *from is the arena it lent
+ * from, which the caller keeps for its return. */
+void *large_lend_region(struct large_arena **from);
+/* Region p, which large_lend_region lent from arena a, decommitted whole by
+ * the caller, back to a (its ownership-map entry OWN_LARGE again). */
+void large_unlend_region(void *p, struct large_arena *a);
 
 typedef struct large_stats {
   size_t arenas, arena_bytes_used;     /* 128 MiB arenas, bytes in live blocks */

@@ -116,14 +116,14 @@ static void ss_register(superslab_t *ss) {
  * is cleared to read as a fresh one's, and every slab is dirty (resident,
  * not zero: calloc clears what it hands out) and free since now, so that
  * the purge gives back what the heaps do not take a delay from here. */
-static HAK_TEXT_COLD superslab_t *ss_acquire_lent(superslab_t *ss, unsigned kind) {
+static HAK_TEXT_COLD superslab_t *ss_acquire_lent(superslab_t *ss, unsigned kind, struct large_arena *lender) {
   ss_decay_register();
   ann_meta(ss, HAK_SS_SIZE); /* memcheck, ASan: the arenas' freed blocks lay here */
   memset(ss, 0, sizeof *ss);
   ann_no_roots(ss, sizeof *ss);
   ss_header_init(ss, kind, true);
   uint64_t now = os_now_ms();
-  ss->lent = 1;
+  ss->lender = lender;
   ss->dirty_mask = ss->free_mask;
   ss->last_free_ms = now;
   for (unsigned i = ss->first_slab; i < ss->nslabs; i++) {
@@ -141,8 +141,9 @@ static HAK_TEXT_COLD superslab_t *ss_acquire_lent(superslab_t *ss, unsigned kind
 }
 
 HAK_TEXT_COLD superslab_t *ss_borrow(unsigned kind) {
-  superslab_t *ss = large_lend_region();
-  return ss != NULL ? ss_acquire_lent(ss, kind) : NULL;
+  struct large_arena *lender;
+  superslab_t *ss = large_lend_region(&lender);
+  return ss != NULL ? ss_acquire_lent(ss, kind, lender) : NULL;
 }
 
 superslab_t *ss_acquire(unsigned kind) {
@@ -165,7 +166,7 @@ superslab_t *ss_acquire(unsigned kind) {
     ann_no_roots(ss, sizeof *ss); /* memcheck: descriptors point into blocks */
   }
   ss_header_init(ss, kind, fresh);
-  ss->lent = 0;
+  ss->lender = NULL;
   ss_register(ss);
   return ss;
 }
@@ -245,10 +246,12 @@ void ss_release(superslab_t *ss) {
   ss_registry_dlist_remove(&ss_registry, &ss_registry_tail, ss);
   ss_live--;
   lock_release(&ss_registry_lock);
-  if (ss->lent) {
-    /* Back to the arena, cold: a cached superslab is decommitted whole too. */
+  if (ss->lender != NULL) {
+    /* Back to the arena, cold: a cached superslab is decommitted whole too.
+     * The lender is read first: the decommit zeroes the header. */
+    struct large_arena *lender = ss->lender;
     os_decommit(ss, HAK_SS_SIZE);
-    large_unlend_region(ss);
+    large_unlend_region(ss, lender);
     return;
   }
   bool keep = __atomic_load_n(&ss_cache_count, __ATOMIC_RELAXED) < SS_CACHE_MAX;

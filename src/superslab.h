@@ -318,8 +318,7 @@ typedef struct superslab {
   uint64_t last_free_ms;      /* when the newest free slab became free */
   uint8_t first_slab;         /* 1, or 0 for a big superslab (one slab) */
   uint8_t abandoned;          /* on the abandoned list */
-  uint8_t lent;               /* a region the arenas lent (large_lend_region) */
-  uint8_t pad1;
+  uint8_t pad1[2];
   uint32_t abandon_seq;       /* its kind's adoptions when it was abandoned */
   struct superslab *all_next; /* registry of live superslabs (statistics) */
   struct superslab *all_prev;
@@ -327,7 +326,11 @@ typedef struct superslab {
    * that their owner's taking one back counts as that purge's cost; under
    * the owner heap's lock, cleared when the superslab changes hands. */
   uint64_t grow_mask;
-  uint8_t pad2[128 - 88];
+  /* The arena that lent this region (large_lend_region), NULL for a
+   * superslab of its own mapping: its return goes straight to that
+   * arena's group, since an arena is aligned to 4 MiB, not to its size. */
+  struct large_arena *lender;
+  uint8_t pad2[128 - 96];
   /* Each slab's thread_free (remote frees | TF_DELAYED | count << 48), two
    * slabs to a cache line and none beside what the owner writes on every
    * call: a publisher writes it once per batch, the owner reads it only
