@@ -72,12 +72,24 @@ void heap_release_slab_locked(heap_t *h, slab_t *s) {
   lock_release(&h->lock);
 }
 
-/* Decommit h's free slabs idle for the purge delay and release its wholly
- * free superslabs idle that long (everything idle if force). Under h->lock.
- * other: another heap's growth runs it; the slabs it decommits are marked
- * (grow_mask) and counted (grow_lost). spare: that growth is not h's own
- * thread's (heap_purge_grow's own). Returns the bytes decommitted. */
-static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force, bool grow, bool other, bool spare) {
+/* Who runs a heap's purge, which decides what it takes (heap_purge_as). */
+typedef enum heap_purge_mode {
+  HEAP_PURGE_TIMED,  /* h's own schedule: idle for delay; sets next_purge_ms */
+  HEAP_PURGE_FORCED, /* everything idle (hak_collect, malloc_trim); sets it too */
+  /* Growth, which leaves the schedule alone (what it leaves is due no
+   * sooner than the schedule says): */
+  HEAP_PURGE_GROW_SELF, /* h's own thread is about to grow */
+  /* Another heap's growth, or the arenas' on h's own thread: the slabs it
+   * decommits are marked (grow_mask) and counted (grow_lost). */
+  HEAP_PURGE_GROW_OWN,
+  HEAP_PURGE_GROW_OTHER /* another thread's growth: also spares h's thread's own */
+} heap_purge_mode_t;
+
+/* Decommit h's free slabs idle for delay and release its wholly free
+ * superslabs idle that long (everything idle if HEAP_PURGE_FORCED). Under
+ * h->lock. Returns the bytes decommitted. */
+static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, heap_purge_mode_t mode) {
+  bool force = mode == HEAP_PURGE_FORCED, spare = mode == HEAP_PURGE_GROW_OTHER;
   uint64_t next = UINT64_MAX;
   size_t purged = 0;
   /* Another heap's growth takes what h's own frees emptied (its parked
@@ -92,8 +104,12 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
    * So does all of it when the growing thread is h's own (the arenas'
    * growth, heap_answer_grow): that thread has left its small blocks for
    * big ones (phases_to_big: 146 -> 151 MiB peak when spared too). */
-  uint32_t spare_kid = spare ? __atomic_load_n(&h->kid, __ATOMIC_RELAXED) : 0;
   uint64_t pdelay = spare && delay < opt.purge_delay_ms ? opt.purge_delay_ms : delay;
+  ss_purge_rule_t rule = {.now_ms = now,
+                          .delay_ms = delay,
+                          .spare_ms = pdelay,
+                          .spare_kid = spare ? __atomic_load_n(&h->kid, __ATOMIC_RELAXED) : 0,
+                          .force = force};
   /* Parked slabs idle that long become free slabs, due from when they
    * were parked: the walk below decommits them. */
   for (unsigned c = 0; h->parked_n != 0 && c < HAK_NCLASS; c++) {
@@ -112,12 +128,12 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
       superslab_t *next_ss = ss->next;
       size_t d;
       uint64_t dirty = ss->dirty_mask & ss->free_mask;
-      if (ss_purge_step(ss, now, delay, force, spare_kid, pdelay, &next, &d)) {
+      if (ss_purge_step(ss, &rule, &next, &d)) {
         d = ss_dirty_bytes(ss);
         heap_owned_remove(h, ss);
         ss_set_heap(ss, NULL);
         ss_release(ss);
-      } else if (other && (dirty & ~ss->dirty_mask) != 0) {
+      } else if (mode >= HEAP_PURGE_GROW_OWN && (dirty & ~ss->dirty_mask) != 0) {
         uint64_t lost = dirty & ~ss->dirty_mask;
         ss->grow_mask |= lost;
         decay_regret_lose(&h->grow_lost, &h->grow_back, (uint32_t)hak_popcount64(lost), HEAP_GROW_REGRET_SPAN);
@@ -127,9 +143,7 @@ static size_t heap_purge_as(heap_t *h, uint64_t now, uint64_t delay, bool force,
       ss = next_ss;
     }
   }
-  /* A pass with a shorter delay leaves the schedule alone: what it left is
-   * due no sooner than the schedule says. */
-  if (!grow) atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
+  if (mode < HEAP_PURGE_GROW_SELF) atomic_store_explicit(&h->next_purge_ms, next, memory_order_relaxed);
   return purged;
 }
 
@@ -141,7 +155,7 @@ size_t heap_purge(heap_t *h, uint64_t now, bool force) {
    * no allocator call gets its memory back within the plain delays. */
   if (h->decay_shift != 0 && tick != h->decay_tick) delay <<= h->decay_shift;
   h->decay_tick = tick;
-  size_t purged = heap_purge_as(h, now, delay, force, false, false, false);
+  size_t purged = heap_purge_as(h, now, delay, force ? HEAP_PURGE_FORCED : HEAP_PURGE_TIMED);
   if (purged != 0 || h->decay_shift != 0) heap_decay_adapt(h, purged, now, force);
   return purged;
 }
@@ -188,7 +202,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *own, const heap_t *skip, uint
   for (heap_t *h = __atomic_load_n(&heap_all, __ATOMIC_ACQUIRE); h != NULL; h = h->all_next) {
     if (h == skip || h->dead || atomic_load_explicit(&h->dirty_bytes, memory_order_relaxed) == 0) continue;
     if (h == self) {
-      purged += heap_purge_as(h, now, delay, false, true, false, false);
+      purged += heap_purge_as(h, now, delay, HEAP_PURGE_GROW_SELF);
     } else if (lock_try(&h->lock)) {
       /* Another heap's free slabs go whatever their age (but those its own
        * frees emptied: heap_purge_as): self is about to
@@ -205,7 +219,7 @@ size_t heap_purge_grow(heap_t *self, const heap_t *own, const heap_t *skip, uint
        * last 1/HEAP_GROW_SPARE_STEPS of the delay. */
       if (!h->dead) {
         h->grow_spare = decay_regret_spare(h->grow_lost, h->grow_back, HEAP_GROW_REGRET_MIN, h->grow_spare);
-        purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, false, true, true, h != own);
+        purged += heap_purge_as(h, now, h->grow_spare ? spare_ms : 0, h != own ? HEAP_PURGE_GROW_OTHER : HEAP_PURGE_GROW_OWN);
       }
       lock_release(&h->lock);
     }

@@ -355,8 +355,8 @@ static uint64_t ss_abandon_purge_locked(uint64_t now, bool force) {
       superslab_t *ss = *link;
       size_t purged;
       bool passed = ss->abandon_seq != ss_abandon_adopted[k];
-      uint64_t d = fast && passed ? delay / 4 : delay;
-      if (ss_purge_step(ss, now, d, force, 0, d, &next, &purged)) {
+      ss_purge_rule_t r = {.now_ms = now, .delay_ms = fast && passed ? delay / 4 : delay, .force = force};
+      if (ss_purge_step(ss, &r, &next, &purged)) {
         ss_abandon_unlink_locked(link);
         ss->next = release;
         release = ss;
@@ -700,18 +700,8 @@ size_t ss_dirty_bytes(const superslab_t *ss) {
   return b;
 }
 
-bool ss_purge_step(superslab_t *ss, uint64_t now_ms, uint64_t delay, bool force, uint32_t spare_kid, uint64_t spare_ms,
-                   uint64_t *next_due, size_t *purged) {
-  bool whole = ss->free_mask == ss_all_mask(ss);
-  *purged = 0;
-  if (whole && (force || os_idle_for(now_ms, ss->last_free_ms, delay))) return true;
-  *purged = ss_purge_slabs(ss, now_ms, delay, force, spare_kid, spare_ms, next_due);
-  if (whole && ss->last_free_ms + delay < *next_due) *next_due = ss->last_free_ms + delay;
-  return false;
-}
-
-size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force, uint32_t spare_kid,
-                      uint64_t spare_ms, uint64_t *next_due) {
+/* Decommit the free slabs r takes; returns the bytes. */
+static size_t ss_purge_slabs(superslab_t *ss, const ss_purge_rule_t *r, uint64_t *next_due) {
   uint64_t m = ss->dirty_mask & ss->free_mask;
   if (m == 0) return 0;
   /* The slabs due: each is judged by its own idle time, so memory that
@@ -720,10 +710,10 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
   for (uint64_t t = m; t; t &= t - 1) {
     unsigned i = (unsigned)__builtin_ctzll(t);
     uint64_t freed = ss->slabs[i].freed_ms;
-    uint64_t d = ss->slabs[i].warm_kid == spare_kid ? spare_ms : delay_ms;
-    if (force || os_idle_for(now_ms, freed, d))
+    uint64_t d = r->spare_kid != 0 && ss->slabs[i].warm_kid == r->spare_kid ? r->spare_ms : r->delay_ms;
+    if (r->force || os_idle_for(r->now_ms, freed, d))
       due |= (uint64_t)1 << i;
-    else if (next_due != NULL && freed + d < *next_due)
+    else if (freed + d < *next_due)
       *next_due = freed + d;
   }
   size_t slab = (size_t)1 << ss->slab_shift, total = 0;
@@ -739,6 +729,15 @@ size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool 
     due &= ~((((uint64_t)2 << j) - 1) & ~(((uint64_t)1 << i) - 1));
   }
   return total;
+}
+
+bool ss_purge_step(superslab_t *ss, const ss_purge_rule_t *r, uint64_t *next_due, size_t *purged) {
+  bool whole = ss->free_mask == ss_all_mask(ss);
+  *purged = 0;
+  if (whole && (r->force || os_idle_for(r->now_ms, ss->last_free_ms, r->delay_ms))) return true;
+  *purged = ss_purge_slabs(ss, r, next_due);
+  if (whole && ss->last_free_ms + r->delay_ms < *next_due) *next_due = ss->last_free_ms + r->delay_ms;
+  return false;
 }
 
 void ss_for_each(void (*fn)(const superslab_t *ss, void *arg), void *arg) {

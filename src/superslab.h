@@ -484,23 +484,23 @@ void ss_slab_clear_mark(slab_t *s);
 /* Slab s of ss (in use until now) becomes free, its pages still resident;
  * a list holding every carved block stays for its class (heap_take_slab). */
 void ss_slab_free(superslab_t *ss, slab_t *s, uint64_t now_ms);
-/* Decommit the free slabs idle for at least delay_ms (every dirty one if
- * force), but those whose warm_kid is spare_kid (the thread whose own
- * frees emptied them; 0: released otherwise) only once idle for spare_ms
- * (delay_ms: no exception); returns the bytes decommitted.
- * *next_due (if not NULL) is lowered to when the next remaining dirty slab
- * becomes due. */
-size_t ss_purge_slabs(superslab_t *ss, uint64_t now_ms, uint64_t delay_ms, bool force, uint32_t spare_kid,
-                      uint64_t spare_ms, uint64_t *next_due);
+/* What a purge pass takes: the free slabs idle for delay_ms at now_ms
+ * (every dirty one if force), but those a thread's own frees emptied
+ * (warm_kid == spare_kid; spare_kid 0: none is spared, as 0 is also the
+ * warm_kid of slabs released otherwise) only once idle for spare_ms. */
+typedef struct ss_purge_rule {
+  uint64_t now_ms, delay_ms, spare_ms;
+  uint32_t spare_kid;
+  bool force;
+} ss_purge_rule_t;
 /* Bytes of free slabs whose pages may be resident. */
 size_t ss_dirty_bytes(const superslab_t *ss);
 /* One superslab's turn in a purge pass (a heap's, or the abandoned lists'):
- * true if it is wholly free and idle for delay (or force), for
- * the caller to unlink and release; else its idle free slabs are
- * decommitted (*purged: the bytes; spare_kid and spare_ms as for
- * ss_purge_slabs), and *next_due is lowered to when the rest becomes due. */
-bool ss_purge_step(superslab_t *ss, uint64_t now_ms, uint64_t delay, bool force, uint32_t spare_kid, uint64_t spare_ms,
-                   uint64_t *next_due, size_t *purged);
+ * true if it is wholly free and idle for r's delay (or force), for the
+ * caller to unlink and release; else the free slabs r takes are
+ * decommitted (*purged: the bytes), and *next_due is lowered to when the
+ * rest becomes due. */
+bool ss_purge_step(superslab_t *ss, const ss_purge_rule_t *r, uint64_t *next_due, size_t *purged);
 
 /* Statistics: visit every live superslab (registry lock held; the slab
  * fields read are a racy snapshot, good enough for reporting). */
