@@ -483,7 +483,7 @@ void *alloc_reallocarray(void *p, size_t n, size_t size) {
 
 /* Not inlined: posix_memalign and aligned_alloc each held a copy of it,
  * about 600 bytes of hot code apiece, and the hot code had 31 bytes left
- * of its one 64 KiB fault-around window (test_footprint: 65 505 -> 64 353
+ * of its one 64 KiB fault-around window (test_footprint: 65 505 -> 64 161
  * bytes). A call is nothing beside what an aligned allocation does. */
 HAK_NOINLINE void *alloc_aligned(size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return front_malloc(size);
