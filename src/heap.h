@@ -229,6 +229,7 @@ typedef struct heap {
   uint64_t cool_ms;
   uint64_t cool_big_ms;
   uint64_t cool_grow_ms;             /* the next heap_cool_grow allowed */
+  uint64_t grow_cold_ms;             /* the next growth turn a cold slab may take (heap_grow_turn) */
   /* Under lock: free slabs of this heap that other heaps' growth
    * decommitted, and how many of those it took back (heap_purge_grow). */
   uint32_t grow_lost, grow_back;

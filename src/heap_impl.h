@@ -199,9 +199,12 @@ void heap_decay_back(heap_t *h, size_t bytes);
  * such purges cost it; what its own thread's frees emptied only at the
  * plain delay, unless it is own, the growing thread's heap) and self's
  * idle for a quarter of the purge delay are decommitted now. self NULL:
- * the arenas grow (every heap is another). The schedule is left alone.
- * Returns the bytes decommitted. */
-size_t heap_purge_grow(heap_t *self, const heap_t *own, const heap_t *skip, uint64_t now, uint64_t spare_ms);
+ * the arenas grow (every heap is another). idle_only (self takes a cold
+ * slab of a superslab it has): only the heaps the idle collector lends,
+ * not self's. The schedule is left alone. Returns the bytes
+ * decommitted. */
+size_t heap_purge_grow(heap_t *self, const heap_t *own, const heap_t *skip, uint64_t now, uint64_t spare_ms,
+                       bool idle_only);
 /* Free blocks of h's slabs of classes of SLAB_COOL_MIN or more that were
  * free a purge delay ago too (a pass looks at them at most once a delay),
  * or all of them if force, give their pages past the first
