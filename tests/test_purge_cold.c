@@ -81,14 +81,7 @@ static void *worker_w(void *arg)
   tu_stats(&st);
   grow0 = st.grow_purged_bytes;
   rss0 = tu_rss_bytes();
-  for (size_t i = 0; i < NW; i++) {
-    wblk[i] = malloc(BSZ);
-    if (wblk[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%d) returned NULL\n", BSZ);
-      exit(1);
-    }
-    pat_fill(wblk[i], BSZ, 1000000 + i);
-  }
+  tu_alloc_filled(wblk, NW, BSZ, 1000000);
   rss1 = tu_rss_bytes();
   tu_stats(&st);
   grow1 = st.grow_purged_bytes;
@@ -145,14 +138,7 @@ int main(void)
       return 1;
     }
   }
-  for (size_t i = 0; i < NM; i++) {
-    mblk[i] = malloc(BSZ);
-    if (mblk[i] == NULL) {
-      fprintf(stderr, "FAIL: malloc(%d) returned NULL\n", BSZ);
-      return 1;
-    }
-    pat_fill(mblk[i], BSZ, i);
-  }
+  tu_alloc_filled(mblk, NM, BSZ, 0);
   if (pthread_create(&f, NULL, freer_f, NULL) != 0) {
     fprintf(stderr, "FAIL: pthread_create\n");
     return 1;
